@@ -1,0 +1,355 @@
+/* db: connections, the pool, named prepared statements and SQLSTATE mapping.
+ *
+ * Each connection remembers which named statements it has prepared; a reset
+ * after a lost connection forgets them. The pool hands each connection to one
+ * thread at a time (mutex + condition variable) and opens connections lazily,
+ * so the service starts even while the database is down and recovers when it
+ * returns. */
+#include "db/internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/log.h"
+#include "service/sig.h"
+
+#define MAX_PREPARED 64
+
+struct db_conn {
+	char *url;
+	PGconn *pg;
+	const char *prepared[MAX_PREPARED]; /* names of statements prepared on pg */
+	int nprepared;
+};
+
+struct db_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *url;
+	int size;
+	struct db_conn **conns;
+	bool *busy;
+};
+
+static enum err_code connect_pg(struct db_conn *c, struct err *e)
+{
+	if (c->pg != NULL) {
+		PQfinish(c->pg);
+		c->pg = NULL;
+	}
+	c->nprepared = 0;
+	c->pg = PQconnectdb(c->url);
+	if (PQstatus(c->pg) != CONNECTION_OK) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->pg));
+		msg[strcspn(msg, "\n")] = '\0';
+		PQfinish(c->pg);
+		c->pg = NULL;
+		return err_set(e, ERR_UNAVAILABLE, "database unavailable: %s", msg);
+	}
+	/* Settlement rules compare times in the database; keep sessions in UTC. */
+	PGresult *r = PQexec(c->pg, "SET TIME ZONE 'UTC'");
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e)
+{
+	*out = NULL;
+	struct db_conn *c = calloc(1, sizeof *c);
+	if (c == NULL || (c->url = strdup(url)) == NULL) {
+		free(c);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	if (connect_pg(c, e)) {
+		db_conn_free(c);
+		return e->code;
+	}
+	*out = c;
+	return ERR_OK;
+}
+
+void db_conn_free(struct db_conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->pg != NULL)
+		PQfinish(c->pg);
+	free(c->url);
+	free(c);
+}
+
+PGconn *db_pg(struct db_conn *c, struct err *e)
+{
+	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
+		if (connect_pg(c, e))
+			return NULL;
+	}
+	return c->pg;
+}
+
+/* Maps a failed result to the error currency. */
+static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what, struct err *e)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = r ? PQresultErrorMessage(r) : PQerrorMessage(c->pg);
+	char m[200];
+	snprintf(m, sizeof m, "%s", msg ? msg : "");
+	m[strcspn(m, "\n")] = '\0';
+	if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
+	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
+	    strcmp(state, "57P03") == 0) {
+		log_warn("db", "connection lost", "stmt=%s error=\"%s\"", what, m);
+		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
+	}
+	if (strcmp(state, "23505") == 0)
+		return err_set(e, ERR_CONFLICT, "conflict: %s", m);
+	if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
+		return err_set(e, ERR_INVALID, "invalid value: %s", m);
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
+		return err_set(e, ERR_UNAVAILABLE, "database busy, try again");
+	log_error("db", "statement failed", "stmt=%s sqlstate=%s error=\"%s\"", what, state, m);
+	return err_set(e, ERR_INTERNAL, "database error");
+}
+
+static bool is_prepared(const struct db_conn *c, const char *name)
+{
+	for (int i = 0; i < c->nprepared; i++)
+		if (c->prepared[i] == name || strcmp(c->prepared[i], name) == 0)
+			return true;
+	return false;
+}
+
+PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+		  struct err *e)
+{
+	PGconn *pg = db_pg(c, e);
+	if (pg == NULL)
+		return NULL;
+	if (!is_prepared(c, st->name)) {
+		PGresult *p = PQprepare(pg, st->name, st->sql, st->nparams, NULL);
+		if (PQresultStatus(p) != PGRES_COMMAND_OK) {
+			map_error(c, p, st->name, e);
+			PQclear(p);
+			return NULL;
+		}
+		PQclear(p);
+		if (c->nprepared < MAX_PREPARED)
+			c->prepared[c->nprepared++] = st->name;
+	}
+	PGresult *r = PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0);
+	ExecStatusType s = PQresultStatus(r);
+	if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+		map_error(c, r, st->name, e);
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e)
+{
+	PGconn *pg = db_pg(c, e);
+	if (pg == NULL)
+		return NULL;
+	PGresult *r = PQexec(pg, sql);
+	ExecStatusType s = PQresultStatus(r);
+	if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+		map_error(c, r, "sql", e);
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+enum err_code db_conn_ping(struct db_conn *c, struct err *e)
+{
+	static const struct db_stmt ping = {"ping", "SELECT 1", 0};
+	PGresult *r = db_exec(c, &ping, NULL, e);
+	if (r == NULL)
+		return e->code;
+	PQclear(r);
+	return ERR_OK;
+}
+
+json_t *db_json(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return json_null();
+	const char *s = PQgetvalue(r, row, col);
+	return json_loadb(s, (size_t)PQgetlength(r, row, col), JSON_DECODE_ANY | JSON_ALLOW_NUL,
+			  NULL);
+}
+
+int64_t db_i64(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return 0;
+	return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+const char *db_str(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return NULL;
+	return PQgetvalue(r, row, col);
+}
+
+char *db_cursor_encode(int64_t ms, const char *id)
+{
+	char raw[600];
+	int n = snprintf(raw, sizeof raw, "%lld|%s", (long long)ms, id);
+	if (n < 0 || (size_t)n >= sizeof raw)
+		return NULL;
+	char *out = malloc(4 * (((size_t)n + 2) / 3) + 1);
+	if (out == NULL)
+		return NULL;
+	sig_base64((const unsigned char *)raw, (size_t)n, out);
+	/* base64url, unpadded: safe in a query string */
+	for (char *p = out; *p; p++) {
+		if (*p == '+')
+			*p = '-';
+		else if (*p == '/')
+			*p = '_';
+		else if (*p == '=')
+			*p = '\0';
+	}
+	return out;
+}
+
+enum err_code db_cursor_decode(const char *cursor, int64_t *ms, char **id, struct err *e)
+{
+	*id = NULL;
+	size_t len = strlen(cursor);
+	if (len == 0 || len > 800)
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	char b64[808];
+	for (size_t i = 0; i < len; i++)
+		b64[i] = cursor[i] == '-' ? '+' : cursor[i] == '_' ? '/' : cursor[i];
+	b64[len] = '\0';
+	unsigned char raw[608];
+	long n = sig_base64_decode(b64, raw, sizeof raw - 1);
+	if (n <= 0)
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	raw[n] = '\0';
+	char *bar = memchr(raw, '|', (size_t)n);
+	if (bar == NULL || bar == (char *)raw || bar[1] == '\0')
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	*bar = '\0';
+	char *end = NULL;
+	errno = 0;
+	long long v = strtoll((char *)raw, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0)
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	*ms = v;
+	*id = strdup(bar + 1);
+	return ERR_OK;
+}
+
+struct db_pool *db_pool_new(const char *url, int size)
+{
+	struct db_pool *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return NULL;
+	p->url = strdup(url);
+	p->size = size;
+	p->conns = calloc((size_t)size, sizeof *p->conns);
+	p->busy = calloc((size_t)size, sizeof *p->busy);
+	if (p->url == NULL || p->conns == NULL || p->busy == NULL) {
+		db_pool_free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return p;
+}
+
+void db_pool_free(struct db_pool *p)
+{
+	if (p == NULL)
+		return;
+	for (int i = 0; p->conns != NULL && i < p->size; i++)
+		db_conn_free(p->conns[i]);
+	free(p->conns);
+	free(p->busy);
+	free(p->url);
+	if (p->conns != NULL) {
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->cv);
+	}
+	free(p);
+}
+
+enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **out, struct err *e)
+{
+	*out = NULL;
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += wait_ms / 1000;
+	dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	int slot = -1;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		for (int i = 0; i < p->size; i++) {
+			if (!p->busy[i]) {
+				slot = i;
+				break;
+			}
+		}
+		if (slot >= 0)
+			break;
+		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT)
+			break;
+	}
+	if (slot >= 0)
+		p->busy[slot] = true;
+	pthread_mutex_unlock(&p->mu);
+	if (slot < 0)
+		return err_set(e, ERR_UNAVAILABLE, "no database connection free, try again");
+
+	if (p->conns[slot] == NULL) {
+		struct db_conn *c = NULL;
+		if (db_conn_open(p->url, &c, e)) {
+			pthread_mutex_lock(&p->mu);
+			p->busy[slot] = false;
+			pthread_cond_signal(&p->cv);
+			pthread_mutex_unlock(&p->mu);
+			return e->code;
+		}
+		p->conns[slot] = c;
+	}
+	*out = p->conns[slot];
+	return ERR_OK;
+}
+
+void db_pool_release(struct db_pool *p, struct db_conn *c)
+{
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->size; i++) {
+		if (p->conns[i] == c) {
+			/* A connection left inside a transaction by an error path is
+			 * rolled back before anyone else gets it. */
+			if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+				PGresult *r = PQexec(c->pg, "ROLLBACK");
+				PQclear(r);
+			}
+			p->busy[i] = false;
+			break;
+		}
+	}
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}

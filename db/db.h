@@ -1,0 +1,44 @@
+/* db: PostgreSQL connections, the connection pool, prepared statements and the
+ * SQLSTATE -> error mapping. Only db/ includes libpq-fe.h; PGresult never
+ * leaves db/.
+ *
+ * A struct db_conn is used by one thread at a time. A lost connection is
+ * reported as ERR_UNAVAILABLE and reset on the next use; prepared statements
+ * are prepared again after a reset. */
+#ifndef HOOKFLOW_DB_H
+#define HOOKFLOW_DB_H
+
+#include <stdbool.h>
+
+#include "service/err.h"
+
+struct db_conn;
+struct db_pool;
+
+/* Opens a connection to `url` (borrowed). On success *out is a new connection
+ * owned by the caller (db_conn_free). Failure: ERR_UNAVAILABLE. */
+enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e);
+
+/* Closes `c`; NULL is a no-op. */
+void db_conn_free(struct db_conn *c);
+
+/* Checks that `c` answers (`SELECT 1`), reconnecting first if it was lost. */
+enum err_code db_conn_ping(struct db_conn *c, struct err *e);
+
+/* Creates a pool of `size` lazily opened connections to `url` (copied).
+ * Returns NULL when out of memory. */
+struct db_pool *db_pool_new(const char *url, int size);
+
+/* Frees the pool and closes its connections. Every connection must have been
+ * released. NULL is a no-op. */
+void db_pool_free(struct db_pool *p);
+
+/* Borrows a connection, waiting up to `wait_ms` for one to be free. The
+ * connection is opened (or re-opened) on demand; failure is ERR_UNAVAILABLE.
+ * Give it back with db_pool_release. */
+enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **out, struct err *e);
+
+/* Returns a connection borrowed from `p`. NULL is a no-op. */
+void db_pool_release(struct db_pool *p, struct db_conn *c);
+
+#endif

@@ -1,0 +1,166 @@
+/* db/run: SQL of the run table for the API (submit, read, history, list, cancel). */
+#include "db/run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/internal.h"
+#include "service/ids.h"
+
+static const struct db_stmt q_submit = {
+	"run_submit",
+	"SELECT hf_submit($1, $2, $3::jsonb, $4::bytea, $5::jsonb, $6::integer, $7::integer,"
+	" CASE WHEN $8::bigint IS NOT NULL THEN now() + make_interval(secs => $8::bigint / 1000.0)"
+	" ELSE $9::timestamptz END, $10, $11::jsonb, $12, $13)",
+	13};
+static const struct db_stmt q_get = {
+	"run_get",
+	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
+	" FROM run r WHERE r.run_id = $1",
+	1};
+static const struct db_stmt q_steps = {
+	"run_steps",
+	"SELECT (SELECT count(*) FROM run WHERE run_id = $1),"
+	" coalesce(jsonb_agg(jsonb_build_object('step', a.step, 'attempt', a.attempt,"
+	" 'generation', a.generation, 'payload', a.payload, 'signal', a.signal,"
+	" 'started_at', hf_ts(a.started_at), 'finished_at', hf_ts(a.finished_at),"
+	" 'duration_ms', hf_ms(a.finished_at) - hf_ms(a.started_at), 'result', a.result,"
+	" 'http_status', a.http_status, 'error', a.error) ORDER BY a.id), '[]')"
+	" FROM step_attempt a WHERE a.run_id = $1",
+	1};
+static const struct db_stmt q_list = {
+	"run_list",
+	"SELECT hf_run_json(r), hf_us(r.created_at), r.run_id FROM run r"
+	" WHERE ($1::text IS NULL OR r.workflow = $1)"
+	" AND ($2::text[] IS NULL OR r.status = ANY ($2::text[]))"
+	" AND ($3::text IS NULL OR r.group_id = $3)"
+	" AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
+	" AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
+	" AND ($6::bigint IS NULL OR r.created_at < hf_from_us($6::bigint)"
+	"      OR (r.created_at = hf_from_us($6::bigint) AND r.run_id < $7))"
+	" ORDER BY r.created_at DESC, r.run_id DESC LIMIT $8",
+	8};
+static const struct db_stmt q_cancel = {"run_cancel", "SELECT hf_cancel($1)", 1};
+
+enum err_code db_run_submit(struct db_conn *c, const struct run_submit *s,
+			    enum run_submit_result *res, json_t **run, struct err *e)
+{
+	*run = NULL;
+	char hash[2 + 64 + 1] = "\\x";
+	ids_hex(s->input_hash, 32, hash + 2);
+	char prio[16], att[16], delay[24];
+	snprintf(prio, sizeof prio, "%d", s->priority);
+	snprintf(att, sizeof att, "%d", s->max_attempts);
+	snprintf(delay, sizeof delay, "%lld", (long long)s->delay_ms);
+	const char *p[13] = {s->run_id,
+			     s->workflow,
+			     s->input_json,
+			     hash,
+			     s->headers_json,
+			     s->priority >= 0 ? prio : NULL,
+			     s->max_attempts >= 0 ? att : NULL,
+			     s->delay_ms >= 0 ? delay : NULL,
+			     s->run_at,
+			     s->callback_url,
+			     s->kv_json,
+			     s->group_id,
+			     s->group_key};
+	PGresult *r = db_exec(c, &q_submit, p, e);
+	if (r == NULL)
+		return e->code;
+	char outcome[32];
+	snprintf(outcome, sizeof outcome, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (strcmp(outcome, "workflow_not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "workflow: %s not found", s->workflow);
+	if (strcmp(outcome, "input_mismatch") == 0)
+		return err_set(e, ERR_INPUT_MISMATCH,
+			       "input: run %s was already submitted with a different input",
+			       s->run_id);
+	*res = strcmp(outcome, "created") == 0 ? RUN_CREATED : RUN_DUPLICATE;
+	return db_run_get(c, s->run_id, run, NULL, e);
+}
+
+enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
+			 struct err *e)
+{
+	*out = NULL;
+	const char *p[1] = {run_id};
+	PGresult *r = db_exec(c, &q_get, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+	}
+	*out = db_json(r, 0, 0);
+	if (terminal)
+		*terminal = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_run_steps(struct db_conn *c, const char *run_id, json_t **out, struct err *e)
+{
+	*out = NULL;
+	const char *p[1] = {run_id};
+	PGresult *r = db_exec(c, &q_steps, p, e);
+	if (r == NULL)
+		return e->code;
+	if (db_i64(r, 0, 0) == 0) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+	}
+	*out = db_json(r, 0, 1);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_run_list(struct db_conn *c, const struct run_filter *f, int limit,
+			  const char *cursor, json_t **items, char **next, struct err *e)
+{
+	*items = NULL;
+	*next = NULL;
+	char *after_id = NULL;
+	int64_t after_us = 0;
+	if (cursor != NULL && db_cursor_decode(cursor, &after_us, &after_id, e))
+		return e->code;
+	char us[24], lim[16];
+	snprintf(us, sizeof us, "%lld", (long long)after_us);
+	snprintf(lim, sizeof lim, "%d", limit + 1);
+	const char *p[8] = {f->workflow,      f->statuses,    f->group_id, f->created_after,
+			    f->created_before, after_id ? us : NULL, after_id, lim};
+	PGresult *r = db_exec(c, &q_list, p, e);
+	free(after_id);
+	if (r == NULL)
+		return e->code;
+	int n = PQntuples(r);
+	json_t *arr = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(arr, db_json(r, i, 0));
+	if (n > limit)
+		*next = db_cursor_encode(db_i64(r, limit - 1, 1), PQgetvalue(r, limit - 1, 2));
+	PQclear(r);
+	*items = arr;
+	return ERR_OK;
+}
+
+enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,
+			    json_t **run, struct err *e)
+{
+	*run = NULL;
+	const char *p[1] = {run_id};
+	PGresult *r = db_exec(c, &q_cancel, p, e);
+	if (r == NULL)
+		return e->code;
+	char outcome[32];
+	snprintf(outcome, sizeof outcome, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (strcmp(outcome, "not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+	if (strcmp(outcome, "already_terminal") == 0)
+		return err_set(e, ERR_ALREADY_TERMINAL, "run %s has already terminated", run_id);
+	*res = strcmp(outcome, "cancelled") == 0 ? RUN_CANCELLED : RUN_CANCELLING;
+	return db_run_get(c, run_id, run, NULL, e);
+}

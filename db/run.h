@@ -1,0 +1,67 @@
+/* db/run: the run table seen from the API: submit, read, history, list, cancel. */
+#ifndef HOOKFLOW_DB_RUN_H
+#define HOOKFLOW_DB_RUN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db/db.h"
+#include "service/err.h"
+
+/* A validated submission; every pointer borrowed. */
+struct run_submit {
+	const char *run_id;
+	const char *workflow;
+	const char *input_json;    /* JSON text of the input ("null" when absent) */
+	unsigned char input_hash[32];
+	const char *headers_json;  /* JSON object text */
+	int priority;              /* -1: the workflow's */
+	int max_attempts;          /* -1: the workflow's */
+	int64_t delay_ms;          /* -1: none */
+	const char *run_at;        /* RFC 3339, or NULL */
+	const char *callback_url;  /* NULL: the workflow's */
+	const char *kv_json;       /* validated effects JSON, or NULL */
+	const char *group_id;      /* NULL unless a group member */
+	const char *group_key;
+};
+
+enum run_submit_result { RUN_CREATED = 1, RUN_DUPLICATE };
+
+/* Submits run `s`. On success *res tells created or duplicate and *run is the
+ * run's JSON as it stands (new reference). Errors: ERR_NOT_FOUND (unknown
+ * workflow), ERR_INPUT_MISMATCH. */
+enum err_code db_run_submit(struct db_conn *c, const struct run_submit *s,
+			    enum run_submit_result *res, json_t **run, struct err *e);
+
+/* The JSON of run `run_id` (new reference) and whether it is terminal, or
+ * ERR_NOT_FOUND. `terminal` may be NULL. */
+enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
+			 struct err *e);
+
+/* The attempt history of run `run_id`, oldest first, as a new JSON array. */
+enum err_code db_run_steps(struct db_conn *c, const char *run_id, json_t **out, struct err *e);
+
+struct run_filter {
+	const char *workflow;       /* NULL: any */
+	const char *statuses;       /* Postgres array literal "{a,b}", or NULL */
+	const char *group_id;       /* NULL: any */
+	const char *created_after;  /* RFC 3339 or NULL */
+	const char *created_before; /* RFC 3339 or NULL */
+};
+
+/* Runs matching `f`, newest first, after `cursor` (NULL: first page). *items is
+ * a new JSON array; *next a malloc'd cursor or NULL on the last page. */
+enum err_code db_run_list(struct db_conn *c, const struct run_filter *f, int limit,
+			  const char *cursor, json_t **items, char **next, struct err *e);
+
+enum run_cancel_result { RUN_CANCELLED = 1, RUN_CANCELLING };
+
+/* Cancels run `run_id` (SPEC 4): a queued step is removed and the run ends
+ * cancelled (RUN_CANCELLED), or a running one is marked and its call aborted
+ * (RUN_CANCELLING). *run is the run's JSON afterwards (new reference).
+ * Errors: ERR_NOT_FOUND, ERR_ALREADY_TERMINAL. */
+enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,
+			    json_t **run, struct err *e);
+
+#endif

@@ -1,0 +1,14 @@
+/* db/stats: the database-derived gauges of /metrics. */
+#ifndef HOOKFLOW_DB_STATS_H
+#define HOOKFLOW_DB_STATS_H
+
+#include "db/db.h"
+#include "service/err.h"
+#include "service/strbuf.h"
+
+/* Appends Prometheus gauges for active runs by status, callback jobs by state
+ * and dead letters by kind to `b`. Only indexed, bounded counts: terminal runs
+ * are not counted here (see hookflow_step_results_total). */
+enum err_code db_stats_render(struct db_conn *c, struct strbuf *b, struct err *e);
+
+#endif

@@ -1,0 +1,112 @@
+/* db/workflow: SQL of the workflow table. */
+#include "db/workflow.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/internal.h"
+
+static const struct db_stmt q_put = {
+	"workflow_put",
+	"INSERT INTO workflow AS w (name, url, callback_url, secret, timeout_ms, max_attempts,"
+	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = EXCLUDED.callback_url,"
+	" secret = EXCLUDED.secret, timeout_ms = EXCLUDED.timeout_ms,"
+	" max_attempts = EXCLUDED.max_attempts, priority = EXCLUDED.priority,"
+	" backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,"
+	" max_concurrency = EXCLUDED.max_concurrency,"
+	" step_output_replay = EXCLUDED.step_output_replay, updated_at = now()"
+	" RETURNING (xmax = 0), hf_workflow_json(w)",
+	11};
+static const struct db_stmt q_get = {
+	"workflow_get", "SELECT hf_workflow_json(w) FROM workflow w WHERE name = $1", 1};
+static const struct db_stmt q_list = {
+	"workflow_list",
+	"SELECT hf_workflow_json(w), w.name FROM workflow w WHERE $1::text IS NULL OR w.name > $1"
+	" ORDER BY w.name LIMIT $2",
+	2};
+static const struct db_stmt q_delete = {"workflow_delete", "SELECT hf_workflow_delete($1)", 1};
+
+enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, bool *created,
+			      json_t **out, struct err *e)
+{
+	*out = NULL;
+	char timeout[16], attempts[16], prio[16], base[24], max[24], conc[16];
+	snprintf(timeout, sizeof timeout, "%d", w->timeout_ms);
+	snprintf(attempts, sizeof attempts, "%d", w->max_attempts);
+	snprintf(prio, sizeof prio, "%d", w->priority);
+	snprintf(base, sizeof base, "%lld", (long long)w->backoff_base_ms);
+	snprintf(max, sizeof max, "%lld", (long long)w->backoff_max_ms);
+	snprintf(conc, sizeof conc, "%d", w->max_concurrency);
+	const char *p[11] = {w->name, w->url,	  w->callback_url, w->secret, timeout,
+			     attempts, prio,	  base,		   max,	      conc,
+			     w->step_output_replay ? "true" : "false"};
+	PGresult *r = db_exec(c, &q_put, p, e);
+	if (r == NULL)
+		return e->code;
+	*created = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	*out = db_json(r, 0, 1);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e)
+{
+	*out = NULL;
+	const char *p[1] = {name};
+	PGresult *r = db_exec(c, &q_get, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
+	}
+	*out = db_json(r, 0, 0);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_workflow_list(struct db_conn *c, int limit, const char *cursor, json_t **items,
+			       char **next, struct err *e)
+{
+	*items = NULL;
+	*next = NULL;
+	char *after = NULL;
+	int64_t ignored;
+	if (cursor != NULL && db_cursor_decode(cursor, &ignored, &after, e))
+		return e->code;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit + 1);
+	const char *p[2] = {after, lim};
+	PGresult *r = db_exec(c, &q_list, p, e);
+	free(after);
+	if (r == NULL)
+		return e->code;
+	int n = PQntuples(r);
+	json_t *arr = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(arr, db_json(r, i, 0));
+	if (n > limit)
+		*next = db_cursor_encode(0, PQgetvalue(r, limit - 1, 1));
+	PQclear(r);
+	*items = arr;
+	return ERR_OK;
+}
+
+enum err_code db_workflow_delete(struct db_conn *c, const char *name, struct err *e)
+{
+	const char *p[1] = {name};
+	PGresult *r = db_exec(c, &q_delete, p, e);
+	if (r == NULL)
+		return e->code;
+	const char *res = PQgetvalue(r, 0, 0);
+	enum err_code rc = ERR_OK;
+	if (strcmp(res, "not_found") == 0)
+		rc = err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
+	else if (strcmp(res, "in_use") == 0)
+		rc = err_set(e, ERR_WORKFLOW_IN_USE, "workflow %s has active runs", name);
+	PQclear(r);
+	return rc;
+}

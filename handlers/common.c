@@ -1,0 +1,133 @@
+/* handlers/common: pooled connections, paging and field validation for handlers. */
+#include "handlers/common.h"
+
+#include "service/ids.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum err_code hc_db(struct http_req *r, struct db_conn **c, struct err *e)
+{
+	return db_pool_acquire(http_req_app(r)->pool, HC_DB_WAIT_MS, c, e);
+}
+
+void hc_db_release(struct http_req *r, struct db_conn *c)
+{
+	db_pool_release(http_req_app(r)->pool, c);
+}
+
+enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int64_t hi,
+			   int64_t def, int64_t *out, struct err *e)
+{
+	const char *v = http_req_query(r, name);
+	if (v == NULL || *v == '\0') {
+		*out = def;
+		return ERR_OK;
+	}
+	char *end = NULL;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < lo || n > hi)
+		return err_set(e, ERR_INVALID, "%s: must be an integer between %lld and %lld", name,
+			       (long long)lo, (long long)hi);
+	*out = n;
+	return ERR_OK;
+}
+
+enum err_code hc_paging(struct http_req *r, int *limit, const char **cursor, struct err *e)
+{
+	int64_t n;
+	if (hc_query_int(r, "limit", 1, 1000, 100, &n, e))
+		return e->code;
+	*limit = (int)n;
+	*cursor = http_req_query(r, "cursor");
+	if (*cursor != NULL && **cursor == '\0')
+		*cursor = NULL;
+	return ERR_OK;
+}
+
+enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct err *e)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)obj, key, v) {
+		bool ok = false;
+		for (int i = 0; allowed[i] != NULL; i++)
+			if (strcmp(allowed[i], key) == 0)
+				ok = true;
+		if (!ok) {
+			char q[80];
+			ids_quote(key, strlen(key), q, sizeof q);
+			return err_set(e, ERR_INVALID, "%s: unknown field", q);
+		}
+	}
+	return ERR_OK;
+}
+
+enum err_code hc_int(const json_t *obj, const char *name, int64_t lo, int64_t hi, int64_t def,
+		     int64_t *out, struct err *e)
+{
+	json_t *v = json_object_get(obj, name);
+	if (v == NULL || json_is_null(v)) {
+		*out = def;
+		return ERR_OK;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return err_set(e, ERR_INVALID, "%s: must be an integer between %lld and %lld", name,
+			       (long long)lo, (long long)hi);
+	*out = json_integer_value(v);
+	return ERR_OK;
+}
+
+enum err_code hc_str(const json_t *obj, const char *name, size_t max, const char **out,
+		     struct err *e)
+{
+	json_t *v = json_object_get(obj, name);
+	*out = NULL;
+	if (v == NULL || json_is_null(v))
+		return ERR_OK;
+	if (!json_is_string(v))
+		return err_set(e, ERR_INVALID, "%s: must be a string", name);
+	if (json_string_length(v) > max)
+		return err_set(e, ERR_INVALID, "%s: longer than %zu bytes", name, max);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return err_set(e, ERR_INVALID, "%s: must not contain NUL", name);
+	*out = json_string_value(v);
+	return ERR_OK;
+}
+
+enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, struct err *e)
+{
+	json_t *v = json_object_get(obj, name);
+	if (v == NULL || json_is_null(v)) {
+		*out = def;
+		return ERR_OK;
+	}
+	if (!json_is_boolean(v))
+		return err_set(e, ERR_INVALID, "%s: must be true or false", name);
+	*out = json_is_true(v);
+	return ERR_OK;
+}
+
+enum err_code hc_check_url(const char *field, const char *url, struct err *e)
+{
+	if (strlen(url) > HC_MAX_URL)
+		return err_set(e, ERR_INVALID, "%s: longer than %d bytes", field, HC_MAX_URL);
+	CURLU *h = curl_url();
+	if (h == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	enum err_code rc = ERR_OK;
+	char *scheme = NULL, *host = NULL;
+	if (curl_url_set(h, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(h, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0')
+		rc = err_set(e, ERR_INVALID, "%s: must be an absolute http or https URL", field);
+	else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
+		rc = err_set(e, ERR_INVALID, "%s: scheme must be http or https", field);
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(h);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* handlers/common: what every handler shares: borrowing a database
+ * connection, list paging parameters and strict JSON field validation whose
+ * messages name the field. */
+#ifndef HOOKFLOW_HANDLERS_COMMON_H
+#define HOOKFLOW_HANDLERS_COMMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db/db.h"
+#include "service/err.h"
+#include "service/http.h"
+
+#define HC_DB_WAIT_MS 5000
+#define HC_MAX_URL 2048
+
+/* Borrows a pooled connection for the request; release with hc_db_release. */
+enum err_code hc_db(struct http_req *r, struct db_conn **c, struct err *e);
+void hc_db_release(struct http_req *r, struct db_conn *c);
+
+/* `limit` (1..1000, default 100) and `cursor` (borrowed, NULL when absent)
+ * from the query string. */
+enum err_code hc_paging(struct http_req *r, int *limit, const char **cursor, struct err *e);
+
+/* ERR_INVALID naming the first key of `obj` not in the NULL-terminated
+ * `allowed` list. */
+enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct err *e);
+
+/* Reads integer field `name` of `obj` into *out: `def` when absent (or JSON
+ * null when `null_ok`), ERR_INVALID unless an integer in [lo, hi]. */
+enum err_code hc_int(const json_t *obj, const char *name, int64_t lo, int64_t hi, int64_t def,
+		     int64_t *out, struct err *e);
+
+/* Reads string field `name` (borrowed from `obj`, NULL when absent or null),
+ * ERR_INVALID when it is another type or longer than `max` bytes. */
+enum err_code hc_str(const json_t *obj, const char *name, size_t max, const char **out,
+		     struct err *e);
+
+/* Reads boolean field `name` (`def` when absent). */
+enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, struct err *e);
+
+/* Validates an http(s) URL (absolute, with a host, at most HC_MAX_URL bytes)
+ * named `field`. */
+enum err_code hc_check_url(const char *field, const char *url, struct err *e);
+
+/* Parses query parameter `name` as an integer in [lo, hi] (`def` when
+ * absent). */
+enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int64_t hi,
+			   int64_t def, int64_t *out, struct err *e);
+
+#endif

@@ -1,0 +1,27 @@
+/* handlers: one file per REST resource; each parses and validates its input,
+ * calls db/ or the engine, and replies. Prototypes of every handler. */
+#ifndef HOOKFLOW_HANDLERS_H
+#define HOOKFLOW_HANDLERS_H
+
+#include "service/http.h"
+
+/* handlers/health.c */
+void handle_healthz(struct http_req *r);
+void handle_readyz(struct http_req *r);
+void handle_metrics(struct http_req *r);
+void handle_openapi(struct http_req *r);
+
+/* handlers/workflows.c */
+void handle_workflow_put(struct http_req *r);
+void handle_workflow_get(struct http_req *r);
+void handle_workflow_list(struct http_req *r);
+void handle_workflow_delete(struct http_req *r);
+
+/* handlers/runs.c */
+void handle_run_submit(struct http_req *r);
+void handle_run_get(struct http_req *r);
+void handle_run_steps(struct http_req *r);
+void handle_run_list(struct http_req *r);
+void handle_run_cancel(struct http_req *r);
+
+#endif

@@ -1,0 +1,22 @@
+/* routes: every endpoint of the service, in one table. */
+#include "handlers/routes.h"
+
+#include "handlers/handlers.h"
+
+const struct route routes[] = {
+	{"GET", "/healthz", handle_healthz, ROUTE_PUBLIC},
+	{"GET", "/readyz", handle_readyz, ROUTE_PUBLIC},
+	{"GET", "/metrics", handle_metrics, ROUTE_PUBLIC},
+	{"GET", "/openapi.yaml", handle_openapi, ROUTE_PUBLIC},
+	{"GET", "/v1/workflows", handle_workflow_list, ROUTE_API},
+	{"PUT", "/v1/workflows/{}", handle_workflow_put, ROUTE_API},
+	{"GET", "/v1/workflows/{}", handle_workflow_get, ROUTE_API},
+	{"DELETE", "/v1/workflows/{}", handle_workflow_delete, ROUTE_API},
+	{"POST", "/v1/runs", handle_run_submit, ROUTE_API},
+	{"GET", "/v1/runs", handle_run_list, ROUTE_API},
+	{"GET", "/v1/runs/{}", handle_run_get, ROUTE_API},
+	{"GET", "/v1/runs/{}/steps", handle_run_steps, ROUTE_API},
+	{"POST", "/v1/runs/{}/cancel", handle_run_cancel, ROUTE_API},
+};
+
+const int routes_count = sizeof routes / sizeof routes[0];

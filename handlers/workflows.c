@@ -1,0 +1,144 @@
+/* handlers/workflows: PUT, GET, DELETE /v1/workflows/{name} and GET /v1/workflows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/workflow.h"
+#include "handlers/common.h"
+#include "handlers/handlers.h"
+#include "service/ids.h"
+#include "service/sig.h"
+
+static const char *const workflow_keys[] = {
+	"url", "callback_url", "timeout_ms", "max_attempts", "priority", "retry_backoff",
+	"max_concurrency", "secret", "step_output_replay", "name", NULL};
+static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
+
+/* Validates a workflow body into `w` (strings borrowed from `body`). */
+static enum err_code parse_workflow(const json_t *body, struct workflow_def *w, struct err *e)
+{
+	int64_t n;
+	if (hc_only_keys(body, workflow_keys, e))
+		return e->code;
+	const char *name_in_body;
+	if (hc_str(body, "name", IDS_MAX_NAME, &name_in_body, e))
+		return e->code;
+	if (name_in_body != NULL && strcmp(name_in_body, w->name) != 0)
+		return err_set(e, ERR_INVALID, "name: must match the name in the path");
+	if (hc_str(body, "url", HC_MAX_URL, &w->url, e))
+		return e->code;
+	if (w->url == NULL)
+		return err_set(e, ERR_INVALID, "url: required");
+	if (hc_check_url("url", w->url, e))
+		return e->code;
+	if (hc_str(body, "callback_url", HC_MAX_URL, &w->callback_url, e))
+		return e->code;
+	if (w->callback_url != NULL && hc_check_url("callback_url", w->callback_url, e))
+		return e->code;
+	if (hc_int(body, "timeout_ms", 1, 3600000, 30000, &n, e))
+		return e->code;
+	w->timeout_ms = (int)n;
+	if (hc_int(body, "max_attempts", 1, 1000, 3, &n, e))
+		return e->code;
+	w->max_attempts = (int)n;
+	if (hc_int(body, "priority", 0, 2147483647, 1000, &n, e))
+		return e->code;
+	w->priority = (int)n;
+	if (hc_int(body, "max_concurrency", 0, 1000000, 0, &n, e))
+		return e->code;
+	w->max_concurrency = (int)n;
+	w->backoff_base_ms = 1000;
+	w->backoff_max_ms = 300000;
+	json_t *rb = json_object_get(body, "retry_backoff");
+	if (rb != NULL && !json_is_null(rb)) {
+		if (!json_is_object(rb))
+			return err_set(e, ERR_INVALID, "retry_backoff: must be an object");
+		if (hc_only_keys(rb, backoff_keys, e))
+			return e->code;
+		struct err inner = {0};
+		if (hc_int(rb, "base_ms", 0, 86400000, 1000, &w->backoff_base_ms, &inner) ||
+		    hc_int(rb, "max_ms", 0, 86400000, 300000, &w->backoff_max_ms, &inner))
+			return err_set(e, inner.code, "retry_backoff.%.200s", inner.msg);
+		if (w->backoff_max_ms < w->backoff_base_ms)
+			return err_set(e, ERR_INVALID,
+				       "retry_backoff.max_ms: must not be less than base_ms");
+	}
+	if (hc_str(body, "secret", 512, &w->secret, e))
+		return e->code;
+	if (w->secret != NULL && sig_check_secret("secret", w->secret, e))
+		return e->code;
+	if (hc_bool(body, "step_output_replay", false, &w->step_output_replay, e))
+		return e->code;
+	return ERR_OK;
+}
+
+void handle_workflow_put(struct http_req *r)
+{
+	struct err e = {0};
+	json_t *body = NULL, *out = NULL;
+	struct db_conn *c = NULL;
+	struct workflow_def w = {.name = http_req_param(r, 0)};
+	bool created = false;
+	if (ids_check_workflow_name("name", w.name, strlen(w.name), &e) ||
+	    http_req_json(r, &body, &e) || parse_workflow(body, &w, &e) || hc_db(r, &c, &e) ||
+	    db_workflow_put(c, &w, &created, &out, &e))
+		goto out;
+	http_reply_json(r, created ? 201 : 200, out);
+	out = NULL;
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+	json_decref(out);
+	json_decref(body);
+}
+
+void handle_workflow_get(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *out = NULL;
+	const char *name = http_req_param(r, 0);
+	if (ids_check_workflow_name("name", name, strlen(name), &e) || hc_db(r, &c, &e) ||
+	    db_workflow_get(c, name, &out, &e))
+		goto out;
+	http_reply_json(r, 200, out);
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_workflow_list(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *items = NULL;
+	char *next = NULL;
+	int limit;
+	const char *cursor;
+	if (hc_paging(r, &limit, &cursor, &e) || hc_db(r, &c, &e) ||
+	    db_workflow_list(c, limit, cursor, &items, &next, &e))
+		goto out;
+	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "workflows", items, "next_cursor", next));
+out:
+	free(next);
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_workflow_delete(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	const char *name = http_req_param(r, 0);
+	if (ids_check_workflow_name("name", name, strlen(name), &e) || hc_db(r, &c, &e) ||
+	    db_workflow_delete(c, name, &e))
+		goto out;
+	http_reply_empty(r, 204);
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}

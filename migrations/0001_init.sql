@@ -1,0 +1,796 @@
+-- 0001_init: workflows, runs (each run row is also its current step job),
+-- step attempt history, terminal callbacks, dead letters, application KV, and
+-- the transition functions that change them. Every state change of a run is
+-- one call of one function below, so it commits in one transaction.
+--
+-- Wake-ups travel by NOTIFY:
+--   hookflow_wake   ''           claimable work appeared (pending run or callback)
+--   hookflow_sched  '<epoch ms>' something became due at that time (delay, backoff, run_at)
+--   hookflow_cancel '<run_id>'   cancel requested for a running step: abort its call
+--   hookflow_done   '<run_id>'   the run terminated (long-poll waiters)
+
+CREATE TABLE hf_meta (
+	key   text PRIMARY KEY,
+	value bytea NOT NULL
+);
+
+-- Key of the memo delivery tokens, shared by every instance on this database.
+INSERT INTO hf_meta (key, value)
+VALUES ('memo_key', decode(replace(gen_random_uuid()::text, '-', '') ||
+			   replace(gen_random_uuid()::text, '-', ''), 'hex'));
+
+CREATE SEQUENCE hf_seq;        -- FIFO order of claimable jobs
+CREATE SEQUENCE hf_claim_seq;  -- claim tokens
+
+CREATE TABLE workflow (
+	name               text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.-]{1,128}$'),
+	url                text NOT NULL,
+	callback_url       text,
+	timeout_ms         integer NOT NULL CHECK (timeout_ms BETWEEN 1 AND 3600000),
+	max_attempts       integer NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
+	priority           integer NOT NULL CHECK (priority >= 0),
+	backoff_base_ms    bigint NOT NULL CHECK (backoff_base_ms >= 0),
+	backoff_max_ms     bigint NOT NULL CHECK (backoff_max_ms >= 0),
+	max_concurrency    integer NOT NULL DEFAULT 0 CHECK (max_concurrency >= 0),
+	secret             text,
+	step_output_replay boolean NOT NULL DEFAULT false,
+	-- step calls holding a concurrency slot (only counted for capped workflows)
+	inflight           integer NOT NULL DEFAULT 0 CHECK (inflight >= 0),
+	created_at         timestamptz NOT NULL DEFAULT now(),
+	updated_at         timestamptz NOT NULL DEFAULT now()
+);
+
+-- A run row exists for every run ever submitted (until retention removes it).
+-- While the run is active the row is also its current step job: status,
+-- attempt, lease and schedule live here, so a transition touches one row.
+CREATE TABLE run (
+	run_id           text PRIMARY KEY CHECK (run_id ~ '^[A-Za-z0-9_-]{1,128}$'),
+	workflow         text NOT NULL,
+	status           text NOT NULL CHECK (status IN ('pending', 'scheduled', 'waiting',
+					'running', 'cancelling', 'succeeded', 'failed', 'cancelled')),
+	step             integer NOT NULL DEFAULT 0,
+	attempt          integer NOT NULL DEFAULT 0,   -- attempts used on the current step
+	generation       integer NOT NULL DEFAULT 1,
+	job_id           text NOT NULL,                -- webhook-id of the current step
+	input            jsonb,
+	input_hash       bytea NOT NULL,
+	payload          jsonb,                        -- the current step's payload
+	signal           jsonb,                        -- what the current step receives as "signal"
+	headers          jsonb NOT NULL DEFAULT '{}',
+	priority         integer NOT NULL,
+	max_attempts     integer NOT NULL,
+	callback_url     text,
+	seq              bigint,                       -- FIFO order among pending runs
+	next_at          timestamptz,                  -- when the step is (or was) claimable
+	wait_key         text,
+	wait_timeout_at  timestamptz,
+	cancel_requested boolean NOT NULL DEFAULT false,
+	lease_owner      text,
+	claim_token      bigint,
+	claimed_at       timestamptz,
+	lease_expires_at timestamptz,
+	holds_slot       boolean NOT NULL DEFAULT false,
+	result           jsonb,
+	error            text,
+	error_kind       text CHECK (error_kind IN ('transient', 'permanent')),
+	final_step       integer,
+	finished_at      timestamptz,
+	group_id         text,
+	group_key        text,
+	created_at       timestamptz NOT NULL DEFAULT now(),
+	updated_at       timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX run_claim ON run (priority, seq) WHERE status = 'pending';
+CREATE INDEX run_due ON run (next_at) WHERE status IN ('scheduled', 'waiting');
+CREATE INDEX run_lease ON run (lease_expires_at) WHERE status IN ('running', 'cancelling');
+CREATE INDEX run_lease_owner ON run (lease_owner) WHERE status IN ('running', 'cancelling');
+CREATE INDEX run_list ON run (created_at DESC, run_id DESC);
+CREATE INDEX run_list_workflow ON run (workflow, created_at DESC, run_id DESC);
+CREATE INDEX run_active_workflow ON run (workflow)
+	WHERE status NOT IN ('succeeded', 'failed', 'cancelled');
+CREATE INDEX run_group ON run (group_id) WHERE group_id IS NOT NULL;
+CREATE INDEX run_finished ON run (finished_at) WHERE finished_at IS NOT NULL;
+
+-- One row per settled attempt of a step: the run's history.
+CREATE TABLE step_attempt (
+	id          bigserial PRIMARY KEY,
+	run_id      text NOT NULL,
+	generation  integer NOT NULL,
+	step        integer NOT NULL,
+	attempt     integer NOT NULL,
+	job_id      text NOT NULL,
+	payload     jsonb,
+	signal      jsonb,
+	started_at  timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	result      text NOT NULL CHECK (result IN ('continue', 'succeed', 'fail', 'cancel',
+				'transient_error', 'permanent_error', 'cancelled', 'lease_expired')),
+	http_status integer,
+	error       text,
+	-- an attempt is settled once, whatever instance settles it
+	UNIQUE (run_id, generation, step, attempt)
+);
+
+-- Terminal callbacks: one job per run termination.
+CREATE TABLE callback (
+	id               text PRIMARY KEY,
+	run_id           text NOT NULL,
+	generation       integer NOT NULL,
+	workflow         text NOT NULL,
+	url              text NOT NULL,
+	body             jsonb NOT NULL,
+	status           text NOT NULL CHECK (status IN ('pending', 'scheduled', 'running',
+					'done', 'dead')),
+	attempt          integer NOT NULL DEFAULT 0,
+	max_attempts     integer NOT NULL,
+	priority         integer NOT NULL,
+	seq              bigint,
+	next_at          timestamptz,
+	lease_owner      text,
+	claim_token      bigint,
+	claimed_at       timestamptz,
+	lease_expires_at timestamptz,
+	last_error       text,
+	last_http_status integer,
+	created_at       timestamptz NOT NULL DEFAULT now(),
+	updated_at       timestamptz NOT NULL DEFAULT now(),
+	finished_at      timestamptz,
+	UNIQUE (run_id, generation)
+);
+
+CREATE INDEX callback_claim ON callback (priority, seq) WHERE status = 'pending';
+CREATE INDEX callback_due ON callback (next_at) WHERE status = 'scheduled';
+CREATE INDEX callback_lease ON callback (lease_expires_at) WHERE status = 'running';
+CREATE INDEX callback_lease_owner ON callback (lease_owner) WHERE status = 'running';
+
+-- Dead steps and dead callbacks.
+CREATE TABLE dead_letter (
+	id               text PRIMARY KEY,   -- the dead job's id (webhook-id)
+	kind             text NOT NULL CHECK (kind IN ('step', 'callback')),
+	run_id           text NOT NULL,
+	workflow         text NOT NULL,
+	generation       integer NOT NULL,
+	step             integer,
+	attempts         integer NOT NULL,
+	last_error       text,
+	last_http_status integer,
+	payload          jsonb,
+	created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX dead_letter_list ON dead_letter (created_at DESC, id DESC);
+
+-- The application KV namespace written by kv effects.
+CREATE TABLE kv (
+	key        text PRIMARY KEY,
+	value      jsonb NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- ---------------------------------------------------------------------------
+-- Helpers
+
+CREATE FUNCTION hf_ts(t timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- A new job id: 12 hex digits of milliseconds, then 20 random hex digits, so
+-- ids sort by creation time.
+CREATE FUNCTION hf_new_id() RETURNS text
+LANGUAGE sql VOLATILE AS $$
+	SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') ||
+	       substr(replace(gen_random_uuid()::text, '-', ''), 1, 20)
+$$;
+
+CREATE FUNCTION hf_ms(t timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT (extract(epoch FROM t) * 1000)::bigint
+$$;
+
+CREATE FUNCTION hf_us(t timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT (extract(epoch FROM t) * 1000000)::bigint
+$$;
+
+CREATE FUNCTION hf_from_us(us bigint) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT 'epoch'::timestamptz + us * interval '1 microsecond'
+$$;
+
+-- The public JSON of a run (SPEC section 4).
+CREATE FUNCTION hf_run_json(r run) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT jsonb_build_object(
+		'run_id', r.run_id, 'workflow', r.workflow, 'status', r.status,
+		'step', r.step, 'attempt', r.attempt, 'input', r.input, 'headers', r.headers,
+		'priority', r.priority, 'max_attempts', r.max_attempts,
+		'generation', r.generation,
+		'created_at', hf_ts(r.created_at), 'updated_at', hf_ts(r.updated_at),
+		'next_attempt_at', CASE WHEN r.status IN ('pending', 'scheduled', 'waiting')
+				   THEN hf_ts(r.next_at) END,
+		'waiting', CASE WHEN r.status = 'waiting' THEN jsonb_build_object(
+				'correlation_key', r.wait_key,
+				'timeout_at', hf_ts(r.wait_timeout_at)) END,
+		'cancel_requested', r.cancel_requested,
+		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,
+		'final_step', r.final_step, 'finished_at', hf_ts(r.finished_at),
+		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
+				'id', r.group_id, 'key', r.group_key) END)
+$$;
+
+-- Applies kv effects {"put": {k: v}, "delete": [k]} (validated by the caller).
+CREATE FUNCTION hf_apply_kv(fx jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF fx IS NULL OR jsonb_typeof(fx) <> 'object' THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(fx->'put') = 'object' THEN
+		INSERT INTO kv (key, value, updated_at)
+		SELECT e.key, e.value, now() FROM jsonb_each(fx->'put') e
+		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
+	END IF;
+	IF jsonb_typeof(fx->'delete') = 'array' THEN
+		DELETE FROM kv WHERE key IN (SELECT jsonb_array_elements_text(fx->'delete'));
+	END IF;
+END
+$$;
+
+-- Ends run `r` (locked by the caller) with `st`, and enqueues its terminal
+-- callback when it has a callback URL (its own, else its workflow's).
+CREATE FUNCTION hf_terminate(r run, st text, res jsonb, err text, kind text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	cb_url text;
+	fin timestamptz := now();
+BEGIN
+	UPDATE run SET status = st, result = res, error = err, error_kind = kind,
+		final_step = r.step, finished_at = fin, lease_owner = NULL,
+		claim_token = NULL, lease_expires_at = NULL, holds_slot = false,
+		next_at = NULL, seq = NULL, wait_key = NULL, wait_timeout_at = NULL,
+		updated_at = fin
+	WHERE run_id = r.run_id;
+
+	cb_url := r.callback_url;
+	IF cb_url IS NULL THEN
+		SELECT callback_url INTO cb_url FROM workflow WHERE name = r.workflow;
+	END IF;
+	IF cb_url IS NOT NULL THEN
+		INSERT INTO callback (id, run_id, generation, workflow, url, body, status,
+				      max_attempts, priority, seq, next_at)
+		VALUES (hf_new_id(), r.run_id, r.generation, r.workflow, cb_url,
+			jsonb_build_object(
+				'run_id', r.run_id, 'workflow', r.workflow, 'status', st,
+				'result', res, 'error', err, 'error_kind', kind,
+				'headers', r.headers, 'final_step', r.step,
+				'generation', r.generation, 'finished_at', hf_ts(fin),
+				'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
+					'id', r.group_id, 'key', r.group_key) END),
+			'pending', r.max_attempts, r.priority, nextval('hf_seq'), fin)
+		ON CONFLICT (run_id, generation) DO NOTHING;
+		PERFORM pg_notify('hookflow_wake', '');
+	END IF;
+	PERFORM pg_notify('hookflow_done', r.run_id);
+END
+$$;
+
+-- Releases the concurrency slot a step call held.
+CREATE FUNCTION hf_release_slot() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE workflow SET inflight = greatest(inflight - 1, 0) WHERE name = OLD.workflow;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER run_release_slot AFTER UPDATE OF holds_slot ON run
+	FOR EACH ROW WHEN (OLD.holds_slot AND NOT NEW.holds_slot)
+	EXECUTE FUNCTION hf_release_slot();
+CREATE TRIGGER run_release_slot_delete AFTER DELETE ON run
+	FOR EACH ROW WHEN (OLD.holds_slot)
+	EXECUTE FUNCTION hf_release_slot();
+
+-- Schedules run `r`'s current step (step, attempt and payload already set):
+-- pending now when `due` is not in the future, scheduled otherwise.
+CREATE FUNCTION hf_queue_state(due timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT CASE WHEN due <= now() THEN 'pending' ELSE 'scheduled' END
+$$;
+
+CREATE FUNCTION hf_notify_due(due timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF due <= now() THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	ELSE
+		PERFORM pg_notify('hookflow_sched', hf_ms(due)::text);
+	END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Submit (SPEC 4). Returns 'created', 'duplicate', 'input_mismatch' or
+-- 'workflow_not_found'. Defaults (priority, max_attempts) come from the
+-- workflow when NULL. The run row, its step-0 job and the kv effects commit
+-- together; a duplicate applies nothing.
+CREATE FUNCTION hf_submit(p_run_id text, p_workflow text, p_input jsonb, p_input_hash bytea,
+			  p_headers jsonb, p_priority integer, p_max_attempts integer,
+			  p_due timestamptz, p_callback_url text, p_kv jsonb,
+			  p_group_id text, p_group_key text)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	w workflow;
+	due timestamptz := coalesce(p_due, now());
+	st text;
+	inserted text;
+	old_hash bytea;
+BEGIN
+	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
+	IF NOT FOUND THEN
+		RETURN 'workflow_not_found';
+	END IF;
+	st := hf_queue_state(due);
+	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, payload, headers,
+			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key)
+	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash, p_input,
+		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
+		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
+		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key)
+	ON CONFLICT (run_id) DO NOTHING
+	RETURNING run_id INTO inserted;
+	IF inserted IS NULL THEN
+		SELECT input_hash INTO old_hash FROM run WHERE run_id = p_run_id;
+		IF old_hash = p_input_hash THEN
+			RETURN 'duplicate';
+		END IF;
+		RETURN 'input_mismatch';
+	END IF;
+	PERFORM hf_apply_kv(p_kv);
+	PERFORM hf_notify_due(due);
+	RETURN 'created';
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Claim up to p_limit jobs for p_owner: step jobs of pending runs, then
+-- pending callbacks, in (priority, FIFO) order, skipping rows other instances
+-- hold. A workflow's max_concurrency is enforced by a slot counter on its row,
+-- taken under that row's lock, so it holds across instances.
+CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer)
+RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, attempt integer,
+	       max_attempts integer, generation integer, payload jsonb, headers jsonb,
+	       signal jsonb, group_id text, group_key text, claim_token bigint,
+	       cancel_requested boolean, url text, timeout_ms integer, secret text,
+	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+	lease interval := make_interval(secs => p_lease_ms / 1000.0);
+	cand text[];
+	capped record;
+	granted integer;
+	slot_ids text[] := '{}';
+	n integer;
+BEGIN
+	SELECT array_agg(c.run_id) INTO cand FROM (
+		SELECT r.run_id FROM run r JOIN workflow w ON w.name = r.workflow
+		WHERE r.status = 'pending'
+		  AND (w.max_concurrency = 0 OR w.inflight < w.max_concurrency)
+		ORDER BY r.priority, r.seq
+		LIMIT p_limit
+		FOR UPDATE OF r SKIP LOCKED) c;
+
+	IF cand IS NOT NULL THEN
+		-- Capped workflows: grant at most the free slots, in claim order.
+		FOR capped IN
+			SELECT r.workflow AS name, array_agg(r.run_id ORDER BY r.priority, r.seq) AS ids
+			FROM run r JOIN workflow w ON w.name = r.workflow
+			WHERE r.run_id = ANY (cand) AND w.max_concurrency > 0
+			GROUP BY r.workflow
+		LOOP
+			SELECT least(cardinality(capped.ids), greatest(w.max_concurrency - w.inflight, 0))
+			INTO granted FROM workflow w WHERE w.name = capped.name FOR UPDATE;
+			UPDATE workflow SET inflight = inflight + granted WHERE name = capped.name;
+			slot_ids := slot_ids || capped.ids[1:granted];
+			cand := array(SELECT x FROM unnest(cand) x
+				      WHERE NOT (x = ANY (capped.ids)) OR x = ANY (capped.ids[1:granted]));
+		END LOOP;
+
+		RETURN QUERY
+		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+			claim_token = nextval('hf_claim_seq'), claimed_at = now(),
+			lease_expires_at = now() + lease, holds_slot = (r.run_id = ANY (slot_ids)),
+			seq = NULL, updated_at = now()
+		FROM workflow w
+		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
+		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
+			r.max_attempts, r.generation, r.payload, r.headers, r.signal, r.group_id,
+			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
+			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
+			hf_ms(now());
+		GET DIAGNOSTICS n = ROW_COUNT;
+	ELSE
+		n := 0;
+	END IF;
+
+	IF n < p_limit THEN
+		RETURN QUERY
+		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
+			lease_owner = p_owner, claim_token = nextval('hf_claim_seq'),
+			claimed_at = now(), lease_expires_at = now() + lease, seq = NULL,
+			updated_at = now()
+		FROM (SELECT x.id, x.workflow FROM callback x WHERE x.status = 'pending'
+		      ORDER BY x.priority, x.seq LIMIT p_limit - n
+		      FOR UPDATE SKIP LOCKED) picked
+		LEFT JOIN workflow w ON w.name = picked.workflow
+		WHERE c.id = picked.id
+		RETURNING 'callback'::text, c.id, c.run_id, c.workflow, NULL::integer, c.attempt,
+			c.max_attempts, c.generation, c.body, NULL::jsonb, NULL::jsonb, NULL::text,
+			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
+			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
+			false, hf_ms(now());
+	END IF;
+END
+$$;
+
+-- Moves due scheduled/waiting runs and scheduled callbacks to pending, at most
+-- p_limit of each. Returns how many moved.
+CREATE FUNCTION hf_promote(p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	a integer;
+	b integer;
+BEGIN
+	UPDATE run SET status = 'pending', seq = nextval('hf_seq'), updated_at = now()
+	WHERE run_id IN (SELECT run_id FROM run WHERE status IN ('scheduled', 'waiting')
+			 AND next_at <= now() ORDER BY next_at LIMIT p_limit
+			 FOR UPDATE SKIP LOCKED);
+	GET DIAGNOSTICS a = ROW_COUNT;
+	UPDATE callback SET status = 'pending', seq = nextval('hf_seq'), updated_at = now()
+	WHERE id IN (SELECT id FROM callback WHERE status = 'scheduled'
+		     AND next_at <= now() ORDER BY next_at LIMIT p_limit
+		     FOR UPDATE SKIP LOCKED);
+	GET DIAGNOSTICS b = ROW_COUNT;
+	IF a + b > 0 THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	END IF;
+	RETURN a + b;
+END
+$$;
+
+-- The earliest time something becomes due (a scheduled job or an expiring
+-- lease), as epoch ms, or NULL when nothing is timed.
+CREATE FUNCTION hf_next_due() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+	SELECT hf_ms(min(t)) FROM (
+		(SELECT next_at AS t FROM run WHERE status IN ('scheduled', 'waiting')
+		 ORDER BY next_at LIMIT 1)
+		UNION ALL
+		(SELECT lease_expires_at FROM run WHERE status IN ('running', 'cancelling')
+		 ORDER BY lease_expires_at LIMIT 1)
+		UNION ALL
+		(SELECT next_at FROM callback WHERE status = 'scheduled' ORDER BY next_at LIMIT 1)
+		UNION ALL
+		(SELECT lease_expires_at FROM callback WHERE status = 'running'
+		 ORDER BY lease_expires_at LIMIT 1)) due
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Settle step calls. p_items is a JSON array of objects:
+--   {"run_id", "claim_token", "result": continue|succeed|fail|cancel|
+--    transient_error|permanent_error, "payload", "delay_ms", "wait_key",
+--    "wait_timeout_ms", "value" (succeed), "reason" (fail/cancel/error text),
+--    "kv", "http_status", "retry_delay_ms"}
+-- Returns one row per item: run_id and what happened ('claim_lost', or the
+-- run's new status).
+CREATE FUNCTION hf_settle_steps(p_items jsonb)
+RETURNS TABLE (run_id text, outcome text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	it jsonb;
+	r run;
+	res text;
+	ext_cancel boolean;
+	due timestamptz;
+	st text;
+	dead boolean;
+BEGIN
+	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
+		SELECT * INTO r FROM run x WHERE x.run_id = it->>'run_id' FOR UPDATE;
+		IF NOT FOUND OR r.claim_token IS DISTINCT FROM (it->>'claim_token')::bigint
+		   OR r.status NOT IN ('running', 'cancelling') THEN
+			run_id := it->>'run_id';
+			outcome := 'claim_lost';
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+		res := it->>'result';
+		-- An external cancel beats any result but the webhook's own cancel.
+		ext_cancel := r.cancel_requested AND res <> 'cancel';
+		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload, signal,
+					  started_at, result, http_status, error)
+		VALUES (r.run_id, r.generation, r.step, r.attempt, r.job_id, r.payload, r.signal,
+			r.claimed_at, CASE WHEN ext_cancel THEN 'cancelled' ELSE res END,
+			(it->>'http_status')::integer,
+			CASE WHEN res IN ('transient_error', 'permanent_error') OR ext_cancel
+			     THEN it->>'reason' END);
+		UPDATE run SET holds_slot = false WHERE run.run_id = r.run_id AND holds_slot;
+		dead := false;
+
+		IF ext_cancel THEN
+			PERFORM hf_terminate(r, 'cancelled', NULL, NULL, NULL);
+		ELSIF res = 'cancel' THEN
+			PERFORM hf_apply_kv(it->'kv');
+			PERFORM hf_terminate(r, 'cancelled', NULL, it->>'reason', NULL);
+		ELSIF res = 'succeed' THEN
+			PERFORM hf_apply_kv(it->'kv');
+			PERFORM hf_terminate(r, 'succeeded', coalesce(it->'value', 'null'), NULL, NULL);
+		ELSIF res = 'fail' THEN
+			PERFORM hf_apply_kv(it->'kv');
+			PERFORM hf_terminate(r, 'failed', NULL, it->>'reason', 'permanent');
+		ELSIF res = 'continue' THEN
+			PERFORM hf_apply_kv(it->'kv');
+			due := now() + make_interval(secs => coalesce((it->>'delay_ms')::bigint, 0) / 1000.0);
+			st := hf_queue_state(due);
+			UPDATE run SET status = st, step = r.step + 1, attempt = 0, job_id = hf_new_id(),
+				payload = coalesce(it->'payload', 'null'), signal = NULL,
+				seq = CASE WHEN st = 'pending' THEN nextval('hf_seq') END,
+				next_at = due, lease_owner = NULL, claim_token = NULL,
+				claimed_at = NULL, lease_expires_at = NULL, updated_at = now()
+			WHERE run.run_id = r.run_id;
+			PERFORM hf_notify_due(due);
+		ELSIF res = 'permanent_error' OR r.attempt >= r.max_attempts THEN
+			dead := true;
+		ELSE
+			due := now() + make_interval(secs => coalesce((it->>'retry_delay_ms')::bigint, 0) / 1000.0);
+			st := hf_queue_state(due);
+			UPDATE run SET status = st, seq = CASE WHEN st = 'pending' THEN nextval('hf_seq') END,
+				next_at = due, lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
+				lease_expires_at = NULL, updated_at = now()
+			WHERE run.run_id = r.run_id;
+			PERFORM hf_notify_due(due);
+		END IF;
+
+		IF dead THEN
+			INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
+						 last_error, last_http_status, payload)
+			VALUES (r.job_id, 'step', r.run_id, r.workflow, r.generation, r.step, r.attempt,
+				it->>'reason', (it->>'http_status')::integer, r.payload)
+			ON CONFLICT (id) DO NOTHING;
+			PERFORM hf_terminate(r, 'failed', NULL, it->>'reason',
+					     CASE WHEN res = 'permanent_error' THEN 'permanent'
+						  ELSE 'transient' END);
+		END IF;
+
+		run_id := r.run_id;
+		SELECT x.status INTO outcome FROM run x WHERE x.run_id = r.run_id;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- Settle callback calls. p_items: [{"id", "claim_token", "result": ok|
+-- transient_error|permanent_error, "reason", "http_status", "retry_delay_ms"}].
+CREATE FUNCTION hf_settle_callbacks(p_items jsonb)
+RETURNS TABLE (id text, outcome text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	it jsonb;
+	c callback;
+	res text;
+	due timestamptz;
+	st text;
+BEGIN
+	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
+		SELECT * INTO c FROM callback x WHERE x.id = it->>'id' FOR UPDATE;
+		IF NOT FOUND OR c.claim_token IS DISTINCT FROM (it->>'claim_token')::bigint
+		   OR c.status <> 'running' THEN
+			id := it->>'id';
+			outcome := 'claim_lost';
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+		res := it->>'result';
+		IF res = 'ok' THEN
+			st := 'done';
+			UPDATE callback SET status = st, lease_owner = NULL, claim_token = NULL,
+				lease_expires_at = NULL, last_http_status = (it->>'http_status')::integer,
+				finished_at = now(), updated_at = now()
+			WHERE callback.id = c.id;
+		ELSIF res = 'permanent_error' OR c.attempt >= c.max_attempts THEN
+			st := 'dead';
+			UPDATE callback SET status = st, lease_owner = NULL, claim_token = NULL,
+				lease_expires_at = NULL, last_error = it->>'reason',
+				last_http_status = (it->>'http_status')::integer,
+				finished_at = now(), updated_at = now()
+			WHERE callback.id = c.id;
+			INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
+						 last_error, last_http_status, payload)
+			VALUES (c.id, 'callback', c.run_id, c.workflow, c.generation, NULL, c.attempt,
+				it->>'reason', (it->>'http_status')::integer, c.body)
+			ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts,
+				last_error = EXCLUDED.last_error,
+				last_http_status = EXCLUDED.last_http_status, created_at = now();
+		ELSE
+			due := now() + make_interval(secs => coalesce((it->>'retry_delay_ms')::bigint, 0) / 1000.0);
+			st := hf_queue_state(due);
+			UPDATE callback SET status = st,
+				seq = CASE WHEN st = 'pending' THEN nextval('hf_seq') END, next_at = due,
+				lease_owner = NULL, claim_token = NULL, lease_expires_at = NULL,
+				last_error = it->>'reason', last_http_status = (it->>'http_status')::integer,
+				updated_at = now()
+			WHERE callback.id = c.id;
+			PERFORM hf_notify_due(due);
+		END IF;
+		id := c.id;
+		outcome := st;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Cancel (SPEC 4). Returns 'not_found', 'already_terminal', 'cancelled' (a
+-- queued step was removed and the run ended) or 'cancelling' (the call in
+-- flight is being aborted).
+CREATE FUNCTION hf_cancel(p_run_id text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	r run;
+BEGIN
+	SELECT * INTO r FROM run WHERE run_id = p_run_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF r.status IN ('succeeded', 'failed', 'cancelled') THEN
+		RETURN 'already_terminal';
+	END IF;
+	IF r.status IN ('pending', 'scheduled', 'waiting') THEN
+		UPDATE run SET cancel_requested = true WHERE run_id = r.run_id;
+		r.cancel_requested := true;
+		PERFORM hf_terminate(r, 'cancelled', NULL, NULL, NULL);
+		RETURN 'cancelled';
+	END IF;
+	IF r.status = 'running' THEN
+		UPDATE run SET cancel_requested = true, status = 'cancelling', updated_at = now()
+		WHERE run_id = r.run_id;
+		PERFORM pg_notify('hookflow_cancel', r.run_id);
+	END IF;
+	RETURN 'cancelling';
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Reap claims: those whose lease expired (p_owner NULL), or every claim of
+-- p_owner (a draining instance releasing what it could not finish). A step
+-- whose run has a cancel request ends cancelled; one out of attempts is
+-- dead-lettered with "lease expired" and its run fails (error_kind null), with
+-- its callback, in this same transaction; any other goes back to pending at
+-- once. Returns how many claims were reaped.
+CREATE FUNCTION hf_reap(p_owner text, p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	r run;
+	c callback;
+	n integer := 0;
+	msg text := CASE WHEN p_owner IS NULL THEN 'lease expired'
+			 ELSE 'call interrupted: instance shutting down' END;
+BEGIN
+	FOR r IN SELECT * FROM run x WHERE x.status IN ('running', 'cancelling')
+		  AND (CASE WHEN p_owner IS NULL THEN x.lease_expires_at < now()
+			    ELSE x.lease_owner = p_owner END)
+		  ORDER BY x.lease_expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED
+	LOOP
+		n := n + 1;
+		-- A call a draining instance interrupted got no answer and is refunded
+		-- below, so it leaves no attempt in the history.
+		IF p_owner IS NULL OR r.cancel_requested THEN
+			INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
+						  signal, started_at, result, error)
+			VALUES (r.run_id, r.generation, r.step, r.attempt, r.job_id, r.payload, r.signal,
+				r.claimed_at, CASE WHEN r.cancel_requested THEN 'cancelled'
+						   ELSE 'lease_expired' END,
+				CASE WHEN r.cancel_requested THEN NULL ELSE msg END);
+		END IF;
+		UPDATE run SET holds_slot = false WHERE run_id = r.run_id AND holds_slot;
+		IF r.cancel_requested THEN
+			PERFORM hf_terminate(r, 'cancelled', NULL, NULL, NULL);
+		ELSIF r.attempt >= r.max_attempts AND p_owner IS NULL THEN
+			INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
+						 last_error, payload)
+			VALUES (r.job_id, 'step', r.run_id, r.workflow, r.generation, r.step, r.attempt,
+				msg, r.payload)
+			ON CONFLICT (id) DO NOTHING;
+			PERFORM hf_terminate(r, 'failed', NULL, msg, NULL);
+		ELSE
+			-- An interrupted call of a draining instance does not use up the attempt.
+			UPDATE run SET status = 'pending', seq = nextval('hf_seq'), next_at = now(),
+				attempt = CASE WHEN p_owner IS NULL THEN attempt ELSE attempt - 1 END,
+				lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
+				lease_expires_at = NULL, updated_at = now()
+			WHERE run_id = r.run_id;
+			PERFORM pg_notify('hookflow_wake', '');
+		END IF;
+	END LOOP;
+
+	FOR c IN SELECT * FROM callback x WHERE x.status = 'running'
+		  AND (CASE WHEN p_owner IS NULL THEN x.lease_expires_at < now()
+			    ELSE x.lease_owner = p_owner END)
+		  ORDER BY x.lease_expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED
+	LOOP
+		n := n + 1;
+		IF c.attempt >= c.max_attempts AND p_owner IS NULL THEN
+			UPDATE callback SET status = 'dead', lease_owner = NULL, claim_token = NULL,
+				lease_expires_at = NULL, last_error = msg, finished_at = now(),
+				updated_at = now()
+			WHERE id = c.id;
+			INSERT INTO dead_letter (id, kind, run_id, workflow, generation, attempts,
+						 last_error, payload)
+			VALUES (c.id, 'callback', c.run_id, c.workflow, c.generation, c.attempt, msg,
+				c.body)
+			ON CONFLICT (id) DO NOTHING;
+		ELSE
+			UPDATE callback SET status = 'pending', seq = nextval('hf_seq'), next_at = now(),
+				attempt = CASE WHEN p_owner IS NULL THEN attempt ELSE attempt - 1 END,
+				lease_owner = NULL, claim_token = NULL, lease_expires_at = NULL,
+				last_error = msg, updated_at = now()
+			WHERE id = c.id;
+			PERFORM pg_notify('hookflow_wake', '');
+		END IF;
+	END LOOP;
+	RETURN n;
+END
+$$;
+
+-- Extends the leases of every claim p_owner holds. Returns the run ids (and
+-- callback ids) still held, with whether a cancel was requested, so the owner
+-- can abort calls whose claim it lost or whose run is being cancelled.
+CREATE FUNCTION hf_renew(p_owner text, p_lease_ms integer)
+RETURNS TABLE (kind text, id text, cancel_requested boolean)
+LANGUAGE sql AS $$
+	WITH a AS (
+		UPDATE run SET lease_expires_at = now() + make_interval(secs => p_lease_ms / 1000.0)
+		WHERE lease_owner = p_owner AND status IN ('running', 'cancelling')
+		RETURNING 'step'::text, run_id, cancel_requested),
+	b AS (
+		UPDATE callback SET lease_expires_at = now() + make_interval(secs => p_lease_ms / 1000.0)
+		WHERE lease_owner = p_owner AND status = 'running'
+		RETURNING 'callback'::text, id, false)
+	SELECT * FROM a UNION ALL SELECT * FROM b
+$$;
+
+-- The public JSON of a workflow (SPEC section 3); never the secret.
+CREATE FUNCTION hf_workflow_json(w workflow) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT jsonb_build_object(
+		'name', w.name, 'url', w.url, 'callback_url', w.callback_url,
+		'timeout_ms', w.timeout_ms, 'max_attempts', w.max_attempts,
+		'priority', w.priority,
+		'retry_backoff', jsonb_build_object('base_ms', w.backoff_base_ms,
+						    'max_ms', w.backoff_max_ms),
+		'max_concurrency', w.max_concurrency, 'signed', w.secret IS NOT NULL,
+		'step_output_replay', w.step_output_replay,
+		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
+$$;
+
+-- Deletes a workflow unless it has active runs. Returns 'deleted',
+-- 'not_found' or 'in_use'. The row lock waits for submissions in flight (they
+-- hold FOR KEY SHARE), and the check that follows sees their runs.
+CREATE FUNCTION hf_workflow_delete(p_name text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM 1 FROM workflow WHERE name = p_name FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF EXISTS (SELECT 1 FROM run WHERE workflow = p_name
+		   AND status NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+		RETURN 'in_use';
+	END IF;
+	DELETE FROM workflow WHERE name = p_name;
+	RETURN 'deleted';
+END
+$$;

@@ -1,0 +1,191 @@
+/* config: HOOKFLOW_* environment variables, parsed and validated once at start-up. */
+#include "service/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/log.h"
+
+static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+			     struct err *e)
+{
+	const char *v = getenv(name);
+	if (v == NULL || *v == '\0') {
+		*out = def;
+		return ERR_OK;
+	}
+	errno = 0;
+	char *end = NULL;
+	long long n = strtoll(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || n < lo || n > hi)
+		return err_set(e, ERR_INVALID, "%s: must be an integer between %lld and %lld",
+			       name, (long long)lo, (long long)hi);
+	*out = n;
+	return ERR_OK;
+}
+
+static enum err_code parse_listen(struct config *c, const char *v, struct err *e)
+{
+	const char *colon = strrchr(v, ':');
+	if (colon == NULL || colon == v)
+		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: must be host:port");
+	const char *h = v;
+	size_t hl = (size_t)(colon - v);
+	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	char *end = NULL;
+	errno = 0;
+	long port = strtol(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || end == colon + 1 || port < 0 || port > 65535)
+		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: port must be 0..65535");
+	c->listen_host = strndup(h, hl);
+	c->listen_port = (int)port;
+	unsigned char buf[16];
+	if (inet_pton(AF_INET, c->listen_host, buf) != 1 &&
+	    inet_pton(AF_INET6, c->listen_host, buf) != 1 && strcmp(c->listen_host, "localhost") != 0)
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_LISTEN: host must be an IP address or localhost");
+	return ERR_OK;
+}
+
+static enum err_code parse_tokens(struct config *c, const char *v, struct err *e)
+{
+	const char *p = v;
+	while (*p) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		while (n > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (n > 0) {
+			if (c->ntokens == CONFIG_MAX_TOKENS)
+				return err_set(e, ERR_INVALID, "HOOKFLOW_API_TOKENS: at most %d tokens",
+					       CONFIG_MAX_TOKENS);
+			if (n < 16)
+				return err_set(e, ERR_INVALID,
+					       "HOOKFLOW_API_TOKENS: each token needs at least 16 characters");
+			c->tokens[c->ntokens++] = strndup(p, n);
+		}
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	return ERR_OK;
+}
+
+enum err_code config_load(struct config *c, bool need_db, struct err *e)
+{
+	int64_t n;
+	const char *v = getenv("HOOKFLOW_DATABASE_URL");
+	if (v != NULL && *v != '\0')
+		c->database_url = strdup(v);
+	else if (need_db)
+		return err_set(e, ERR_INVALID, "HOOKFLOW_DATABASE_URL: required (a libpq connection string)");
+
+	v = getenv("HOOKFLOW_LISTEN");
+	if (parse_listen(c, v && *v ? v : "127.0.0.1:8080", e))
+		return e->code;
+
+	v = getenv("HOOKFLOW_API_TOKENS");
+	if (v != NULL && parse_tokens(c, v, e))
+		return e->code;
+
+	v = getenv("HOOKFLOW_PUBLIC_URL");
+	if (v != NULL && *v != '\0') {
+		if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+			return err_set(e, ERR_INVALID, "HOOKFLOW_PUBLIC_URL: must start with http:// or https://");
+		size_t l = strlen(v);
+		c->public_url = strndup(v, v[l - 1] == '/' ? l - 1 : l);
+	} else {
+		char buf[300];
+		bool v6 = strchr(c->listen_host, ':') != NULL;
+		snprintf(buf, sizeof buf, "http://%s%s%s:%d", v6 ? "[" : "", c->listen_host,
+			 v6 ? "]" : "", c->listen_port);
+		c->public_url = strdup(buf);
+	}
+
+	if (int_var("HOOKFLOW_WORKERS", 2, 1, 64, &n, e))
+		return e->code;
+	c->workers = (int)n;
+	if (int_var("HOOKFLOW_MAX_INFLIGHT", 1024, 1, 100000, &n, e))
+		return e->code;
+	c->max_inflight = (int)n;
+	if (c->max_inflight < c->workers)
+		c->workers = c->max_inflight;
+	if (int_var("HOOKFLOW_LEASE_MS", 30000, 500, 3600000, &n, e))
+		return e->code;
+	c->lease_ms = (int)n;
+	if (int_var("HOOKFLOW_MAX_BODY_BYTES", 1 << 20, 1024, 64LL << 20, &c->max_body_bytes, e))
+		return e->code;
+	if (int_var("HOOKFLOW_MAX_RESPONSE_BYTES", 1 << 20, 1024, 64LL << 20,
+		    &c->max_response_bytes, e))
+		return e->code;
+	if (int_var("HOOKFLOW_RETENTION_MS", 0, 0, INT64_MAX / 2, &c->retention_ms, e))
+		return e->code;
+	if (int_var("HOOKFLOW_DEAD_RETENTION_MS", 7LL * 24 * 3600 * 1000, 0, INT64_MAX / 2,
+		    &c->dead_retention_ms, e))
+		return e->code;
+	if (int_var("HOOKFLOW_SHUTDOWN_GRACE_MS", 10000, 0, 3600000, &n, e))
+		return e->code;
+	c->shutdown_grace_ms = (int)n;
+	if (int_var("HOOKFLOW_HTTP_THREADS", 4, 1, 256, &n, e))
+		return e->code;
+	c->http_threads = (int)n;
+	if (int_var("HOOKFLOW_DB_POOL", 8, 1, 256, &n, e))
+		return e->code;
+	c->db_pool = (int)n;
+	if (int_var("HOOKFLOW_POLL_MS", 5000, 50, 600000, &n, e))
+		return e->code;
+	c->poll_ms = (int)n;
+
+	v = getenv("HOOKFLOW_LOG_LEVEL");
+	c->log_level = LOG_INFO;
+	if (v != NULL && *v != '\0') {
+		if (strcmp(v, "debug") == 0)
+			c->log_level = LOG_DEBUG;
+		else if (strcmp(v, "info") == 0)
+			c->log_level = LOG_INFO;
+		else if (strcmp(v, "warn") == 0)
+			c->log_level = LOG_WARN;
+		else if (strcmp(v, "error") == 0)
+			c->log_level = LOG_ERROR;
+		else
+			return err_set(e, ERR_INVALID, "HOOKFLOW_LOG_LEVEL: must be debug, info, warn or error");
+	}
+	v = getenv("HOOKFLOW_LOG_FORMAT");
+	if (v != NULL && *v != '\0') {
+		if (strcmp(v, "json") == 0)
+			c->log_json = true;
+		else if (strcmp(v, "text") != 0)
+			return err_set(e, ERR_INVALID, "HOOKFLOW_LOG_FORMAT: must be text or json");
+	}
+	return ERR_OK;
+}
+
+bool config_listen_is_loopback(const struct config *c)
+{
+	if (strcmp(c->listen_host, "localhost") == 0 || strcmp(c->listen_host, "::1") == 0)
+		return true;
+	struct in_addr a;
+	if (inet_pton(AF_INET, c->listen_host, &a) == 1)
+		return (ntohl(a.s_addr) >> 24) == 127;
+	return false;
+}
+
+void config_cleanup(struct config *c)
+{
+	free(c->database_url);
+	free(c->listen_host);
+	free(c->public_url);
+	for (int i = 0; i < c->ntokens; i++)
+		free(c->tokens[i]);
+	memset(c, 0, sizeof *c);
+}

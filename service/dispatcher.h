@@ -1,0 +1,44 @@
+/* dispatcher: the worker threads that claim step and callback jobs, POST them
+ * to webhooks, keep their leases alive and settle them.
+ *
+ * Threads: HOOKFLOW_WORKERS worker threads, each with its own epoll loop, curl
+ * multi handle (service/webhook) and database connection, each driving up to
+ * max_inflight / workers concurrent calls. Other threads talk to a worker only
+ * through its mailbox (mutex + eventfd): dispatcher_wake and dispatcher_cancel
+ * are safe from any thread. No database transaction is open while a call is in
+ * flight: a claim commits, the call runs, the settlement commits. */
+#ifndef HOOKFLOW_DISPATCHER_H
+#define HOOKFLOW_DISPATCHER_H
+
+#include <stddef.h>
+
+#include "service/config.h"
+#include "service/err.h"
+
+struct dispatcher;
+
+/* Creates the dispatcher (threads not started). `cfg` is borrowed and must
+ * outlive it; `instance` (copied) names this process in lease owners;
+ * `memo_key` (copied) signs delivery tokens. NULL when out of memory. */
+struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
+				  const unsigned char *memo_key, size_t memo_key_len);
+
+/* Starts the worker threads. */
+enum err_code dispatcher_start(struct dispatcher *d, struct err *e);
+
+/* Tells every worker that claimable work may exist. Thread-safe. */
+void dispatcher_wake(struct dispatcher *d);
+
+/* Aborts the in-flight call of run `run_id` if a worker of this process holds
+ * it (the run is then settled cancelled). Thread-safe; `run_id` copied. */
+void dispatcher_cancel(struct dispatcher *d, const char *run_id);
+
+/* Graceful stop: workers stop claiming, let calls in flight finish for up to
+ * `grace_ms`, abort the rest, settle what finished, release the claims they
+ * could not settle, and exit. Blocks until every worker has exited. */
+void dispatcher_stop(struct dispatcher *d, int grace_ms);
+
+/* Frees a stopped (or never started) dispatcher. NULL is a no-op. */
+void dispatcher_free(struct dispatcher *d);
+
+#endif

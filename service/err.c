@@ -1,0 +1,63 @@
+/* err: the error currency, and the one table from codes to wire names and HTTP statuses. */
+#include "service/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int status;
+} table[ERR__COUNT] = {
+	[ERR_OK] = {"ok", 200},
+	[ERR_INVALID] = {"invalid_argument", 400},
+	[ERR_UNAUTHENTICATED] = {"unauthenticated", 401},
+	[ERR_FORBIDDEN] = {"forbidden", 403},
+	[ERR_NOT_FOUND] = {"not_found", 404},
+	[ERR_METHOD] = {"method_not_allowed", 405},
+	[ERR_CONFLICT] = {"conflict", 409},
+	[ERR_INPUT_MISMATCH] = {"input_mismatch", 409},
+	[ERR_ALREADY_TERMINAL] = {"already_terminal", 409},
+	[ERR_RUN_ACTIVE] = {"run_active", 409},
+	[ERR_GROUP_MISMATCH] = {"group_mismatch", 409},
+	[ERR_GROUP_ACTIVE] = {"group_active", 409},
+	[ERR_WORKFLOW_IN_USE] = {"workflow_in_use", 409},
+	[ERR_TOO_LARGE] = {"payload_too_large", 413},
+	[ERR_MEDIA_TYPE] = {"unsupported_media_type", 415},
+	[ERR_INTERNAL] = {"internal", 500},
+	[ERR_UNAVAILABLE] = {"unavailable", 503},
+};
+
+enum err_code err_set(struct err *e, enum err_code code, const char *fmt, ...)
+{
+	if (e == NULL)
+		return code;
+	if (e->code != ERR_OK)
+		return e->code;
+	e->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void err_clear(struct err *e)
+{
+	e->code = ERR_OK;
+	e->msg[0] = '\0';
+}
+
+const char *err_code_name(enum err_code code)
+{
+	if ((int)code < 0 || code >= ERR__COUNT)
+		return "internal";
+	return table[code].name;
+}
+
+int err_code_http_status(enum err_code code)
+{
+	if ((int)code < 0 || code >= ERR__COUNT)
+		return 500;
+	return table[code].status;
+}

@@ -1,0 +1,641 @@
+/* http: the MHD daemon, routing, auth, capped bodies, JSON replies and long-poll suspension.
+ *
+ * Each request gets a struct http_req (MHD's per-request context). The first
+ * call of the access handler routes, authenticates and checks the body's
+ * size and type before any byte of it is read; later calls collect the body up
+ * to HOOKFLOW_MAX_BODY_BYTES; the last call runs the handler. A long-poll
+ * suspends the MHD connection; the waiter's fire callback resumes it and the
+ * handler runs again. The long-poll state is reference-counted because the
+ * listener thread may fire a waiter while the request is finishing. */
+#include "service/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "handlers/routes.h"
+#include "service/ids.h"
+#include "service/listener.h"
+#include "service/log.h"
+#include "service/sig.h"
+#include "service/timefmt.h"
+
+#define MAX_PATH_BYTES 4096
+#define MAX_REQUEST_ID 128
+
+struct http_server {
+	struct MHD_Daemon *daemon;
+	const struct app *app;
+};
+
+struct longpoll {
+	atomic_int refs;
+	pthread_mutex_t mu;
+	bool suspended;
+	bool fired;
+	struct MHD_Connection *conn;
+	struct waiter *waiter;
+	struct listener *listener;
+};
+
+struct http_req {
+	const struct app *app;
+	struct MHD_Connection *conn;
+	const char *method;
+	const struct route *route;
+	char *params[HTTP_MAX_PARAMS];
+	int nparams;
+	char request_id[MAX_REQUEST_ID + 1];
+	char *body;
+	size_t body_len;
+	size_t body_cap;
+	bool too_large;
+	bool has_body;
+	bool replied;
+	bool early_reply; /* replied before reading the body */
+	struct longpoll *lp;
+	char **allocs; /* decoded query values, freed with the request */
+	int nallocs;
+	int64_t started_ms;
+	int status;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes `n` bytes of `s` into a new string; `plus` turns '+' into
+ * a space (query strings). NULL on a malformed escape or an embedded NUL. */
+static char *pct_decode(const char *s, size_t n, bool plus)
+{
+	char *out = malloc(n + 1);
+	if (out == NULL)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '%') {
+			int a = i + 1 < n ? hexval(s[i + 1]) : -1;
+			int b = i + 2 < n ? hexval(s[i + 2]) : -1;
+			if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+				free(out);
+				return NULL;
+			}
+			out[o++] = (char)(a * 16 + b);
+			i += 2;
+		} else if (c == '+' && plus) {
+			out[o++] = ' ';
+		} else {
+			out[o++] = c;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Keeps MHD from decoding anything: paths are split first, then each
+ * segment is decoded, so an encoded '/' stays inside its segment. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	(void)cls;
+	(void)c;
+	return strlen(s);
+}
+
+static bool valid_request_id(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > MAX_REQUEST_ID)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.' || c == ':'))
+			return false;
+	}
+	return true;
+}
+
+/* Matches `path` against `pattern`; fills r->params on success. */
+static bool match(struct http_req *r, const char *pattern, const char *path)
+{
+	int np = 0;
+	char *params[HTTP_MAX_PARAMS] = {0};
+	const char *p = pattern;
+	const char *s = path;
+	while (*p && *s) {
+		if (*p != '/' || *s != '/')
+			goto no;
+		p++;
+		s++;
+		const char *pe = strchr(p, '/');
+		size_t pl = pe ? (size_t)(pe - p) : strlen(p);
+		const char *se = strchr(s, '/');
+		size_t sl = se ? (size_t)(se - s) : strlen(s);
+		if (pl == 2 && p[0] == '{' && p[1] == '}') {
+			if (sl == 0 || np == HTTP_MAX_PARAMS)
+				goto no;
+			char *v = pct_decode(s, sl, false);
+			if (v == NULL)
+				goto no;
+			params[np++] = v;
+		} else if (pl != sl || strncmp(p, s, pl) != 0) {
+			goto no;
+		}
+		p += pl;
+		s += sl;
+	}
+	if (*p || *s)
+		goto no;
+	for (int i = 0; i < np; i++)
+		r->params[i] = params[i];
+	r->nparams = np;
+	return true;
+no:
+	for (int i = 0; i < np; i++)
+		free(params[i]);
+	return false;
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static void queue(struct http_req *r, int status, const char *ctype, char *body, size_t len)
+{
+	if (r->replied) {
+		free(body);
+		return;
+	}
+	r->replied = true;
+	r->status = status;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(body);
+		return;
+	}
+	if (ctype != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	MHD_queue_response(r->conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+}
+
+void http_reply_json(struct http_req *r, int status, json_t *body)
+{
+	char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	json_decref(body);
+	if (s == NULL) {
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "could not encode the response");
+		http_reply_error(r, &e);
+		return;
+	}
+	queue(r, status, "application/json", s, strlen(s));
+}
+
+void http_reply_error(struct http_req *r, const struct err *e)
+{
+	enum err_code code = e->code == ERR_OK ? ERR_INTERNAL : e->code;
+	int status = err_code_http_status(code);
+	char msg[320];
+	if (code == ERR_INTERNAL) {
+		log_error("http", "internal error", "request_id=%s method=%s error=\"%s\"",
+			  r->request_id, r->method, e->msg);
+		snprintf(msg, sizeof msg, "internal error (request id %s)", r->request_id);
+	} else {
+		snprintf(msg, sizeof msg, "%s", e->msg[0] ? e->msg : err_code_name(code));
+	}
+	json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", err_code_name(code), "message",
+				 msg);
+	http_reply_json(r, status, body);
+}
+
+void http_reply_bytes(struct http_req *r, int status, const char *ctype, const char *body,
+		      size_t len)
+{
+	char *copy = malloc(len + 1);
+	if (copy == NULL)
+		return;
+	memcpy(copy, body, len);
+	queue(r, status, ctype, copy, len);
+}
+
+void http_reply_empty(struct http_req *r, int status)
+{
+	queue(r, status, NULL, NULL, 0);
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+
+const struct app *http_req_app(const struct http_req *r) { return r->app; }
+const char *http_req_method(const struct http_req *r) { return r->method; }
+const char *http_req_id(const struct http_req *r) { return r->request_id; }
+bool http_req_has_body(const struct http_req *r) { return r->body_len > 0; }
+
+const char *http_req_param(const struct http_req *r, int i)
+{
+	return i < r->nparams ? r->params[i] : NULL;
+}
+
+const char *http_req_query(const struct http_req *r, const char *name)
+{
+	const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+	if (raw == NULL)
+		return NULL;
+	char *v = pct_decode(raw, strlen(raw), true);
+	if (v == NULL)
+		return NULL;
+	char **a = realloc(r->allocs, (size_t)(r->nallocs + 1) * sizeof *a);
+	if (a == NULL) {
+		free(v);
+		return NULL;
+	}
+	((struct http_req *)r)->allocs = a;
+	a[((struct http_req *)r)->nallocs++] = v;
+	return v;
+}
+
+const char *http_req_body(const struct http_req *r, size_t *len)
+{
+	if (len)
+		*len = r->body_len;
+	return r->body ? r->body : "";
+}
+
+enum err_code http_req_json(const struct http_req *r, json_t **out, struct err *e)
+{
+	*out = NULL;
+	if (r->body_len == 0)
+		return err_set(e, ERR_INVALID, "body: a JSON object is required");
+	json_error_t je;
+	json_t *v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+	if (v == NULL)
+		return err_set(e, ERR_INVALID, "body: invalid JSON: %s (line %d, column %d)", je.text,
+			       je.line, je.column);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return err_set(e, ERR_INVALID, "body: must be a JSON object");
+	}
+	*out = v;
+	return ERR_OK;
+}
+
+/* ---- long-poll ---------------------------------------------------------- */
+
+static void lp_unref(struct longpoll *lp)
+{
+	if (lp != NULL && atomic_fetch_sub(&lp->refs, 1) == 1) {
+		pthread_mutex_destroy(&lp->mu);
+		free(lp);
+	}
+}
+
+/* Waiter fire callback (listener thread): resume the connection if it is
+ * suspended, then drop the waiter's reference. */
+static void lp_fire(void *arg)
+{
+	struct longpoll *lp = arg;
+	pthread_mutex_lock(&lp->mu);
+	lp->fired = true;
+	lp->waiter = NULL;
+	if (lp->suspended) {
+		lp->suspended = false;
+		MHD_resume_connection(lp->conn);
+	}
+	pthread_mutex_unlock(&lp->mu);
+	lp_unref(lp);
+}
+
+enum http_longpoll_state http_longpoll_state(const struct http_req *r)
+{
+	if (r->lp == NULL)
+		return HTTP_LP_NONE;
+	pthread_mutex_lock(&r->lp->mu);
+	bool fired = r->lp->fired;
+	pthread_mutex_unlock(&r->lp->mu);
+	return fired ? HTTP_LP_FIRED : HTTP_LP_ARMED;
+}
+
+enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t wait_ms,
+				struct err *e)
+{
+	if (r->lp != NULL)
+		return ERR_OK;
+	struct longpoll *lp = calloc(1, sizeof *lp);
+	if (lp == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	pthread_mutex_init(&lp->mu, NULL);
+	atomic_store(&lp->refs, 2); /* the request's and the waiter's */
+	lp->conn = r->conn;
+	lp->listener = r->app->listener;
+	r->lp = lp;
+	pthread_mutex_lock(&lp->mu);
+	lp->waiter = listener_wait(r->app->listener, run_id, timefmt_mono_ms() + wait_ms, lp_fire, lp);
+	if (lp->waiter == NULL) {
+		lp->fired = true;
+		pthread_mutex_unlock(&lp->mu);
+		lp_unref(lp); /* no waiter will */
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	pthread_mutex_unlock(&lp->mu);
+	return ERR_OK;
+}
+
+bool http_longpoll_suspend(struct http_req *r)
+{
+	struct longpoll *lp = r->lp;
+	if (lp == NULL)
+		return false;
+	pthread_mutex_lock(&lp->mu);
+	if (lp->fired) {
+		pthread_mutex_unlock(&lp->mu);
+		return false;
+	}
+	lp->suspended = true;
+	MHD_suspend_connection(r->conn);
+	pthread_mutex_unlock(&lp->mu);
+	return true;
+}
+
+/* Drops the request's hold on its long-poll, withdrawing a waiter that has
+ * not fired. */
+static void lp_release(struct http_req *r)
+{
+	struct longpoll *lp = r->lp;
+	if (lp == NULL)
+		return;
+	r->lp = NULL;
+	pthread_mutex_lock(&lp->mu);
+	struct waiter *w = lp->fired ? NULL : lp->waiter;
+	pthread_mutex_unlock(&lp->mu);
+	if (w != NULL && listener_unwait(lp->listener, w))
+		lp_unref(lp); /* the waiter's reference: it will never fire */
+	lp_unref(lp);
+}
+
+/* ---- MHD callbacks ------------------------------------------------------ */
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)c;
+	struct http_req *r = *con_cls;
+	if (r == NULL)
+		return;
+	*con_cls = NULL;
+	log_debug("http", "request", "request_id=%s method=%s status=%d duration_ms=%lld term=%d",
+		  r->request_id, r->method, r->status,
+		  (long long)(timefmt_mono_ms() - r->started_ms), (int)toe);
+	lp_release(r);
+	for (int i = 0; i < r->nparams; i++)
+		free(r->params[i]);
+	for (int i = 0; i < r->nallocs; i++)
+		free(r->allocs[i]);
+	free(r->allocs);
+	free(r->body);
+	free(r);
+}
+
+static bool authorized(const struct http_req *r)
+{
+	const struct config *cfg = r->app->cfg;
+	if (cfg->ntokens == 0 || r->route->auth == ROUTE_PUBLIC)
+		return true;
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+		return false;
+	const char *tok = h + 7;
+	int ok = 0;
+	for (int i = 0; i < cfg->ntokens; i++)
+		ok |= sig_equal(tok, cfg->tokens[i]);
+	return ok != 0;
+}
+
+static bool json_content_type(const char *ct)
+{
+	if (ct == NULL)
+		return false;
+	while (*ct == ' ')
+		ct++;
+	static const char want[] = "application/json";
+	if (strncasecmp(ct, want, sizeof want - 1) != 0)
+		return false;
+	char next = ct[sizeof want - 1];
+	return next == '\0' || next == ';' || next == ' ';
+}
+
+/* First call of a request: route, authenticate, check the announced body.
+ * Replies at once (without reading the body) on any failure. */
+static void begin(struct http_req *r, const char *url)
+{
+	struct err e = {0};
+	const char *q = strchr(url, '?');
+	size_t plen = q ? (size_t)(q - url) : strlen(url);
+	char path[MAX_PATH_BYTES];
+	if (plen >= sizeof path) {
+		err_set(&e, ERR_NOT_FOUND, "path too long");
+		goto fail;
+	}
+	memcpy(path, url, plen);
+	path[plen] = '\0';
+
+	bool path_known = false;
+	for (int i = 0; i < routes_count; i++) {
+		if (!match(r, routes[i].pattern, path))
+			continue;
+		if (strcmp(routes[i].method, r->method) == 0) {
+			r->route = &routes[i];
+			break;
+		}
+		path_known = true;
+		for (int k = 0; k < r->nparams; k++) {
+			free(r->params[k]);
+			r->params[k] = NULL;
+		}
+		r->nparams = 0;
+	}
+	if (r->route == NULL) {
+		if (path_known)
+			err_set(&e, ERR_METHOD, "method %s is not allowed on %s", r->method, path);
+		else
+			err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", r->method, path);
+		goto fail;
+	}
+	if (!authorized(r)) {
+		err_set(&e, ERR_UNAUTHENTICATED, "authorization: a valid bearer token is required");
+		goto fail;
+	}
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	long long len = cl ? strtoll(cl, NULL, 10) : 0;
+	r->has_body = len > 0 || te != NULL;
+	if (r->has_body) {
+		if (len > r->app->cfg->max_body_bytes) {
+			err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
+				(long long)r->app->cfg->max_body_bytes);
+			goto fail;
+		}
+		const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_TYPE);
+		if (!json_content_type(ct)) {
+			err_set(&e, ERR_MEDIA_TYPE, "content-type: must be application/json");
+			goto fail;
+		}
+	}
+	return;
+fail:
+	r->early_reply = true;
+	http_reply_error(r, &e);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	(void)version;
+	struct http_server *s = cls;
+	struct http_req *r = *con_cls;
+	if (r == NULL) {
+		r = calloc(1, sizeof *r);
+		if (r == NULL)
+			return MHD_NO;
+		*con_cls = r;
+		r->app = s->app;
+		r->conn = conn;
+		r->method = method;
+		r->started_ms = timefmt_mono_ms();
+		const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+		if (rid != NULL && valid_request_id(rid))
+			snprintf(r->request_id, sizeof r->request_id, "%s", rid);
+		else
+			ids_ulid_new(r->request_id);
+		begin(r, url);
+		return MHD_YES;
+	}
+	if (r->early_reply) {
+		*upload_data_size = 0; /* discard: the answer is already queued */
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (r->too_large || (int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes) {
+			r->too_large = true;
+			free(r->body);
+			r->body = NULL;
+			r->body_len = r->body_cap = 0;
+			return MHD_YES;
+		}
+		if (r->body_len + n + 1 > r->body_cap) {
+			size_t cap = r->body_cap ? r->body_cap : 1024;
+			while (cap < r->body_len + n + 1)
+				cap *= 2;
+			char *b = realloc(r->body, cap);
+			if (b == NULL)
+				return MHD_NO;
+			r->body = b;
+			r->body_cap = cap;
+		}
+		memcpy(r->body + r->body_len, upload_data, n);
+		r->body_len += n;
+		r->body[r->body_len] = '\0';
+		return MHD_YES;
+	}
+	if (r->replied)
+		return MHD_YES;
+	if (r->too_large) {
+		struct err e = {0};
+		err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
+			(long long)r->app->cfg->max_body_bytes);
+		http_reply_error(r, &e);
+		return MHD_YES;
+	}
+	r->route->fn(r);
+	if (!r->replied && (r->lp == NULL || http_longpoll_state(r) == HTTP_LP_NONE)) {
+		/* A handler that neither replied nor suspended is a bug. */
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "handler did not reply");
+		http_reply_error(r, &e);
+	}
+	return MHD_YES;
+}
+
+enum err_code http_server_start(const struct app *app, struct http_server **out, struct err *e)
+{
+	*out = NULL;
+	const struct config *cfg = app->cfg;
+	struct http_server *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	s->app = app;
+
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	const char *host = strcmp(cfg->listen_host, "localhost") == 0 ? "127.0.0.1" : cfg->listen_host;
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)cfg->listen_port);
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)cfg->listen_port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		free(s);
+		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: bad address %s", host);
+	}
+	s->daemon = MHD_start_daemon(
+		flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, s,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)20000,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+		MHD_OPTION_END);
+	if (s->daemon == NULL) {
+		free(s);
+		return err_set(e, ERR_UNAVAILABLE, "cannot listen on %s:%d", cfg->listen_host,
+			       cfg->listen_port);
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	log_info("http", "listening", "address=%s port=%u", cfg->listen_host,
+		 info ? (unsigned)info->port : (unsigned)cfg->listen_port);
+	*out = s;
+	return ERR_OK;
+}
+
+void http_server_stop(struct http_server *s)
+{
+	if (s == NULL)
+		return;
+	MHD_stop_daemon(s->daemon);
+	free(s);
+}

@@ -1,0 +1,99 @@
+/* http: the libmicrohttpd daemon, request bodies (capped), authentication,
+ * routing to handlers/, replies and long-poll suspension.
+ *
+ * Threads: MHD runs HOOKFLOW_HTTP_THREADS threads with epoll. A handler runs
+ * on one of them and may use the database pool; it never makes an outgoing
+ * HTTP call. A long-poll suspends its connection (no thread, no database
+ * connection held) until the listener fires its waiter. */
+#ifndef HOOKFLOW_HTTP_H
+#define HOOKFLOW_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/config.h"
+#include "service/err.h"
+
+struct db_pool;
+struct dispatcher;
+struct listener;
+
+/* What handlers reach through a request: borrowed, lives as long as the
+ * server. */
+struct app {
+	const struct config *cfg;
+	struct db_pool *pool;
+	struct dispatcher *dispatcher;
+	struct listener *listener;
+	const char *openapi;     /* the OpenAPI document */
+	size_t openapi_len;
+};
+
+struct http_req;
+struct http_server;
+
+#define HTTP_MAX_PARAMS 4
+
+/* A handler replies with one of the http_reply_* calls, or suspends with
+ * http_longpoll_suspend and is called again when the wait ends. */
+typedef void (*http_handler_fn)(struct http_req *r);
+
+/* Starts serving on cfg->listen_host:listen_port. `app` borrowed. */
+enum err_code http_server_start(const struct app *app, struct http_server **out, struct err *e);
+
+/* Stops accepting, closes connections and frees the server. NULL is a no-op. */
+void http_server_stop(struct http_server *s);
+
+/* ---- request accessors (all returned strings borrowed from the request) -- */
+
+const struct app *http_req_app(const struct http_req *r);
+const char *http_req_method(const struct http_req *r);
+/* Path parameter `i` ({...} segments of the route, percent-decoded). */
+const char *http_req_param(const struct http_req *r, int i);
+/* Query parameter `name` (decoded), or NULL when absent. */
+const char *http_req_query(const struct http_req *r, const char *name);
+/* The request body (NUL-terminated; empty when none). */
+const char *http_req_body(const struct http_req *r, size_t *len);
+bool http_req_has_body(const struct http_req *r);
+const char *http_req_id(const struct http_req *r);
+
+/* Parses the body as a JSON object (new reference in *out). ERR_INVALID
+ * "body: ..." when it is not one. */
+enum err_code http_req_json(const struct http_req *r, json_t **out, struct err *e);
+
+/* ---- replies ------------------------------------------------------------ */
+
+/* Replies `status` with `body` (stolen) as JSON. */
+void http_reply_json(struct http_req *r, int status, json_t *body);
+
+/* Replies with the error object of `e` and its HTTP status. A 500 hides its
+ * detail behind the request id (the detail is logged). */
+void http_reply_error(struct http_req *r, const struct err *e);
+
+/* Replies `status` with `len` bytes of `body` (copied) of type `ctype`. */
+void http_reply_bytes(struct http_req *r, int status, const char *ctype, const char *body,
+		      size_t len);
+
+/* Replies `status` without a body (e.g. 204). */
+void http_reply_empty(struct http_req *r, int status);
+
+/* ---- long-poll ------------------------------------------------------------ */
+
+enum http_longpoll_state { HTTP_LP_NONE = 0, HTTP_LP_ARMED, HTTP_LP_FIRED };
+
+/* NONE on a first call, FIRED when the handler is called again after its
+ * wait ended (the run terminated or the deadline passed). */
+enum http_longpoll_state http_longpoll_state(const struct http_req *r);
+
+/* Registers a waiter for run `run_id` for `wait_ms`. Call before the final
+ * re-read of the run, so no termination can slip between read and wait. */
+enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t wait_ms,
+				struct err *e);
+
+/* Suspends the connection until the waiter fires. Returns false when it has
+ * already fired (reply now instead). */
+bool http_longpoll_suspend(struct http_req *r);
+
+#endif

@@ -1,0 +1,42 @@
+/* listener: the thread that hears the database. It holds a LISTEN connection
+ * (wake-ups, cancels, terminations, schedule changes), sleeps until the next
+ * due time (a delayed step, a retry backoff, an expiring lease or a long-poll
+ * deadline), then promotes due jobs, reaps expired leases and fires waiters.
+ * There is no polling per job: one timer for the earliest due time, plus a
+ * HOOKFLOW_POLL_MS safety re-check. */
+#ifndef HOOKFLOW_LISTENER_H
+#define HOOKFLOW_LISTENER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "service/config.h"
+#include "service/dispatcher.h"
+#include "service/err.h"
+#include "service/waiters.h"
+
+struct listener;
+
+/* All arguments borrowed; they must outlive the listener. */
+struct listener *listener_new(const struct config *cfg, struct dispatcher *d,
+			      struct waiters *ws);
+
+enum err_code listener_start(struct listener *l, struct err *e);
+
+/* Registers a long-poll waiter (see waiters_add) and makes the listener
+ * account for its deadline. */
+struct waiter *listener_wait(struct listener *l, const char *run_id, int64_t deadline_ms,
+			     waiter_fire_fn fire, void *arg);
+
+/* Withdraws a waiter registered with listener_wait; see waiters_cancel. */
+int listener_unwait(struct listener *l, struct waiter *w);
+
+/* True while the LISTEN connection is up. */
+bool listener_connected(const struct listener *l);
+
+/* Stops and joins the thread. */
+void listener_stop(struct listener *l);
+
+void listener_free(struct listener *l);
+
+#endif

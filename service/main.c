@@ -1,0 +1,173 @@
+/* main: the hookflow binary: `hookflow serve` runs the service, `hookflow migrate` applies the schema.
+ *
+ * Start-up order: configuration (validated, naming the bad variable), schema
+ * migrations (retried while the database comes up), then the connection pool,
+ * the dispatcher's workers, the listener and the HTTP server. SIGTERM or
+ * SIGINT drains: the workers stop claiming, calls in flight get
+ * HOOKFLOW_SHUTDOWN_GRACE_MS to finish, what finished is settled, the rest is
+ * released for redelivery, and the process exits 0. */
+#include <curl/curl.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db/db.h"
+#include "db/jobs.h"
+#include "db/migrate.h"
+#include "service/config.h"
+#include "service/dispatcher.h"
+#include "service/http.h"
+#include "service/ids.h"
+#include "service/listener.h"
+#include "service/log.h"
+#include "service/timefmt.h"
+#include "service/waiters.h"
+
+#define STARTUP_DB_WAIT_MS 60000
+
+extern const char hookflow_openapi[];
+extern const unsigned long hookflow_openapi_len;
+
+static void die(const char *msg)
+{
+	fprintf(stderr, "hookflow: %s\n", msg);
+	exit(2);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: hookflow serve | migrate | version\n"
+			"configuration: HOOKFLOW_* environment variables (see README.md)\n");
+	exit(2);
+}
+
+/* Opens a connection and applies migrations, retrying while the database is
+ * unreachable for up to STARTUP_DB_WAIT_MS. */
+static struct db_conn *migrate(const struct config *cfg)
+{
+	int64_t give_up = timefmt_mono_ms() + STARTUP_DB_WAIT_MS;
+	for (;;) {
+		struct err e = {0};
+		struct db_conn *c = NULL;
+		int applied = 0;
+		if (db_conn_open(cfg->database_url, &c, &e) == ERR_OK &&
+		    db_migrate(c, &applied, &e) == ERR_OK) {
+			log_info("main", "schema ready", "applied=%d", applied);
+			return c;
+		}
+		db_conn_free(c);
+		if (e.code != ERR_UNAVAILABLE || timefmt_mono_ms() > give_up) {
+			log_error("main", "cannot prepare the database", "error=\"%s\"", e.msg);
+			exit(1);
+		}
+		log_warn("main", "database not reachable yet, retrying", "error=\"%s\"", e.msg);
+		sleep(1);
+	}
+}
+
+static int serve(struct config *cfg)
+{
+	if (cfg->ntokens == 0 && !config_listen_is_loopback(cfg))
+		die("HOOKFLOW_LISTEN: refusing to listen on a non-loopback address without "
+		    "HOOKFLOW_API_TOKENS");
+
+	/* Signals are taken by sigwait in this thread only; every thread
+	 * created below inherits the mask. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct db_conn *c = migrate(cfg);
+	unsigned char key[64];
+	size_t key_len = 0;
+	struct err e = {0};
+	if (db_jobs_memo_key(c, key, sizeof key, &key_len, &e)) {
+		log_error("main", "cannot read the memo key", "error=\"%s\"", e.msg);
+		return 1;
+	}
+	db_conn_free(c);
+
+	char host[64] = "host";
+	gethostname(host, sizeof host - 1);
+	host[strcspn(host, ".")] = '\0';
+	unsigned char rnd[4];
+	RAND_bytes(rnd, sizeof rnd);
+	char rhex[9];
+	ids_hex(rnd, sizeof rnd, rhex);
+	char instance[128];
+	snprintf(instance, sizeof instance, "%s-%d-%s", host, (int)getpid(), rhex);
+
+	struct db_pool *pool = db_pool_new(cfg->database_url, cfg->db_pool);
+	struct dispatcher *d = dispatcher_new(cfg, instance, key, key_len);
+	struct waiters *ws = waiters_new();
+	struct listener *l = d && ws ? listener_new(cfg, d, ws) : NULL;
+	if (pool == NULL || d == NULL || ws == NULL || l == NULL)
+		die("out of memory");
+	struct app app = {
+		.cfg = cfg,
+		.pool = pool,
+		.dispatcher = d,
+		.listener = l,
+		.openapi = hookflow_openapi,
+		.openapi_len = hookflow_openapi_len,
+	};
+	struct http_server *srv = NULL;
+	if (dispatcher_start(d, &e) || listener_start(l, &e) || http_server_start(&app, &srv, &e)) {
+		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
+		return 1;
+	}
+	log_info("main", "hookflow serving", "instance=%s listen=%s:%d public_url=%s", instance,
+		 cfg->listen_host, cfg->listen_port, cfg->public_url);
+
+	int sig = 0;
+	sigwait(&set, &sig);
+	log_info("main", "shutting down", "signal=%d grace_ms=%d", sig, cfg->shutdown_grace_ms);
+	dispatcher_stop(d, cfg->shutdown_grace_ms);
+	waiters_notify_all(ws); /* long-polls answer with the run as it stands */
+	http_server_stop(srv);
+	listener_stop(l);
+	listener_free(l);
+	waiters_free(ws);
+	dispatcher_free(d);
+	db_pool_free(pool);
+	log_info("main", "stopped", NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		usage();
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "version") == 0) {
+		printf("hookflow 0.1.0\n");
+		return 0;
+	}
+	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "migrate") != 0)
+		usage();
+
+	struct config cfg = {0};
+	struct err e = {0};
+	if (config_load(&cfg, true, &e))
+		die(e.msg);
+	log_setup((enum log_level)cfg.log_level, cfg.log_json);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		die("curl_global_init failed");
+
+	int rc;
+	if (strcmp(cmd, "migrate") == 0) {
+		db_conn_free(migrate(&cfg));
+		rc = 0;
+	} else {
+		rc = serve(&cfg);
+	}
+	curl_global_cleanup();
+	config_cleanup(&cfg);
+	return rc;
+}

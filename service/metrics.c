@@ -1,0 +1,82 @@
+/* metrics: atomic counters and the webhook latency histogram. */
+#include "service/metrics.h"
+
+#include <stdatomic.h>
+
+static atomic_llong steps_dispatched;
+static atomic_llong callbacks_dispatched;
+static atomic_llong step_results[MR__COUNT];
+static atomic_llong callback_results[MR__COUNT];
+static atomic_llong inflight;
+static atomic_llong leases_expired;
+static atomic_llong claims_lost;
+
+static const int64_t buckets_ms[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+#define NBUCKETS (sizeof buckets_ms / sizeof buckets_ms[0])
+static atomic_llong latency_buckets[NBUCKETS];
+static atomic_llong latency_count;
+static atomic_llong latency_sum_ms;
+
+static const char *const result_names[MR__COUNT] = {
+	"continue", "succeed", "fail", "cancel", "transient_error", "permanent_error", "cancelled"};
+
+void metrics_step_dispatched(void) { atomic_fetch_add(&steps_dispatched, 1); }
+void metrics_callback_dispatched(void) { atomic_fetch_add(&callbacks_dispatched, 1); }
+void metrics_step_result(enum metrics_result r) { atomic_fetch_add(&step_results[r], 1); }
+void metrics_callback_result(enum metrics_result r) { atomic_fetch_add(&callback_results[r], 1); }
+void metrics_inflight_add(int delta) { atomic_fetch_add(&inflight, delta); }
+void metrics_leases_expired(int n) { atomic_fetch_add(&leases_expired, n); }
+void metrics_claims_lost(int n) { atomic_fetch_add(&claims_lost, n); }
+
+void metrics_webhook_latency(int64_t ms)
+{
+	for (size_t i = 0; i < NBUCKETS; i++)
+		if (ms <= buckets_ms[i])
+			atomic_fetch_add(&latency_buckets[i], 1);
+	atomic_fetch_add(&latency_count, 1);
+	atomic_fetch_add(&latency_sum_ms, ms);
+}
+
+void metrics_render(struct strbuf *b)
+{
+	strbuf_puts(b, "# HELP hookflow_steps_dispatched_total Step calls started.\n"
+		       "# TYPE hookflow_steps_dispatched_total counter\n");
+	strbuf_printf(b, "hookflow_steps_dispatched_total %lld\n", atomic_load(&steps_dispatched));
+	strbuf_puts(b, "# HELP hookflow_callbacks_dispatched_total Terminal callback calls started.\n"
+		       "# TYPE hookflow_callbacks_dispatched_total counter\n");
+	strbuf_printf(b, "hookflow_callbacks_dispatched_total %lld\n",
+		      atomic_load(&callbacks_dispatched));
+	strbuf_puts(b, "# HELP hookflow_step_results_total Settled step calls by outcome or error class.\n"
+		       "# TYPE hookflow_step_results_total counter\n");
+	for (int i = 0; i < MR__COUNT; i++)
+		strbuf_printf(b, "hookflow_step_results_total{result=\"%s\"} %lld\n", result_names[i],
+			      atomic_load(&step_results[i]));
+	strbuf_puts(b, "# HELP hookflow_callback_results_total Settled callback calls by class.\n"
+		       "# TYPE hookflow_callback_results_total counter\n");
+	for (int i = 0; i < MR__COUNT; i++) {
+		if (i != MR_SUCCEED && i != MR_TRANSIENT && i != MR_PERMANENT)
+			continue;
+		strbuf_printf(b, "hookflow_callback_results_total{result=\"%s\"} %lld\n",
+			      i == MR_SUCCEED ? "ok" : result_names[i],
+			      atomic_load(&callback_results[i]));
+	}
+	strbuf_puts(b, "# HELP hookflow_webhook_duration_seconds Duration of webhook calls.\n"
+		       "# TYPE hookflow_webhook_duration_seconds histogram\n");
+	for (size_t i = 0; i < NBUCKETS; i++)
+		strbuf_printf(b, "hookflow_webhook_duration_seconds_bucket{le=\"%g\"} %lld\n",
+			      (double)buckets_ms[i] / 1000.0, atomic_load(&latency_buckets[i]));
+	strbuf_printf(b, "hookflow_webhook_duration_seconds_bucket{le=\"+Inf\"} %lld\n",
+		      atomic_load(&latency_count));
+	strbuf_printf(b, "hookflow_webhook_duration_seconds_sum %.3f\n",
+		      (double)atomic_load(&latency_sum_ms) / 1000.0);
+	strbuf_printf(b, "hookflow_webhook_duration_seconds_count %lld\n", atomic_load(&latency_count));
+	strbuf_puts(b, "# HELP hookflow_inflight_calls Webhook calls in flight in this instance.\n"
+		       "# TYPE hookflow_inflight_calls gauge\n");
+	strbuf_printf(b, "hookflow_inflight_calls %lld\n", atomic_load(&inflight));
+	strbuf_puts(b, "# HELP hookflow_leases_expired_total Claims reaped after their lease expired.\n"
+		       "# TYPE hookflow_leases_expired_total counter\n");
+	strbuf_printf(b, "hookflow_leases_expired_total %lld\n", atomic_load(&leases_expired));
+	strbuf_puts(b, "# HELP hookflow_claims_lost_total Settlements refused because the claim was lost.\n"
+		       "# TYPE hookflow_claims_lost_total counter\n");
+	strbuf_printf(b, "hookflow_claims_lost_total %lld\n", atomic_load(&claims_lost));
+}

@@ -1,0 +1,28 @@
+/* metrics: process-wide counters and histograms (lock-free atomics) and the
+ * Prometheus text rendering of /metrics. Database-derived gauges (runs by
+ * status, jobs by state) are passed in by the caller at render time. */
+#ifndef HOOKFLOW_METRICS_H
+#define HOOKFLOW_METRICS_H
+
+#include <stdint.h>
+
+#include "service/strbuf.h"
+
+enum metrics_result {
+	MR_CONTINUE, MR_SUCCEED, MR_FAIL, MR_CANCEL, MR_TRANSIENT, MR_PERMANENT, MR_CANCELLED,
+	MR__COUNT
+};
+
+void metrics_step_dispatched(void);
+void metrics_callback_dispatched(void);
+void metrics_step_result(enum metrics_result r);
+void metrics_callback_result(enum metrics_result r);
+void metrics_webhook_latency(int64_t ms);
+void metrics_inflight_add(int delta);
+void metrics_leases_expired(int n);
+void metrics_claims_lost(int n);
+
+/* Appends the process metrics to `b` in Prometheus text format. */
+void metrics_render(struct strbuf *b);
+
+#endif

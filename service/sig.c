@@ -1,0 +1,237 @@
+/* sig: Standard Webhooks signing, secret checks, memo tokens, constant-time compare, base64. */
+#include "service/sig.h"
+
+#include <inttypes.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SECRET_PREFIX "whsec_"
+#define SECRET_MIN_BYTES 16
+#define SECRET_MAX_BYTES 64
+
+static const char b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+struct part {
+	const void *data;
+	size_t len;
+};
+
+/* HMAC-SHA256 of the concatenation of `parts` under `key`. Returns false when
+ * OpenSSL fails (out of memory). */
+static bool hmac_sha256(const unsigned char *key, size_t key_len, const struct part *parts,
+			size_t nparts, unsigned char out[32])
+{
+	EVP_MAC *mac = NULL;
+	EVP_MAC_CTX *ctx = NULL;
+	OSSL_PARAM params[2];
+	char digest[] = "SHA256";
+	size_t out_len = 0;
+	bool ok = false;
+
+	mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	if (mac == NULL)
+		goto out;
+	ctx = EVP_MAC_CTX_new(mac);
+	if (ctx == NULL)
+		goto out;
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0);
+	params[1] = OSSL_PARAM_construct_end();
+	/* A zero-length key is legal HMAC; OpenSSL wants a non-NULL pointer. */
+	if (EVP_MAC_init(ctx, key_len > 0 ? key : (const unsigned char *)"", key_len, params) != 1)
+		goto out;
+	for (size_t i = 0; i < nparts; i++) {
+		if (parts[i].len > 0 && EVP_MAC_update(ctx, parts[i].data, parts[i].len) != 1)
+			goto out;
+	}
+	if (EVP_MAC_final(ctx, out, &out_len, 32) != 1 || out_len != 32)
+		goto out;
+	ok = true;
+out:
+	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_free(mac);
+	return ok;
+}
+
+static void encode(const unsigned char *in, size_t len, char *out, const char *alphabet,
+		   bool pad)
+{
+	size_t o = 0, i = 0;
+
+	for (; i + 3 <= len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = alphabet[v >> 18];
+		out[o++] = alphabet[(v >> 12) & 63];
+		out[o++] = alphabet[(v >> 6) & 63];
+		out[o++] = alphabet[v & 63];
+	}
+	if (len - i == 1) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		out[o++] = alphabet[v >> 18];
+		out[o++] = alphabet[(v >> 12) & 63];
+		if (pad) {
+			out[o++] = '=';
+			out[o++] = '=';
+		}
+	} else if (len - i == 2) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = alphabet[v >> 18];
+		out[o++] = alphabet[(v >> 12) & 63];
+		out[o++] = alphabet[(v >> 6) & 63];
+		if (pad)
+			out[o++] = '=';
+	}
+	out[o] = '\0';
+}
+
+void sig_base64(const unsigned char *in, size_t len, char *out)
+{
+	encode(in, len, out, b64_std, true);
+}
+
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+long sig_base64_decode(const char *in, unsigned char *out, size_t cap)
+{
+	size_t len, pads = 0, o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	if (in == NULL)
+		return -1;
+	len = strlen(in);
+	while (len > 0 && in[len - 1] == '=' && pads < 2) {
+		len--;
+		pads++;
+	}
+	/* Padding, when present, must complete a 4-character group. */
+	if (len % 4 == 1 || (pads > 0 && (len + pads) % 4 != 0))
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64_value(in[i]);
+		if (v < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o >= cap)
+				return -1;
+			out[o++] = (unsigned char)(acc >> bits);
+			acc &= (1u << bits) - 1;
+		}
+	}
+	return (long)o;
+}
+
+/* Decodes the key of a "whsec_" secret into `key`; -1 when it is malformed or
+ * outside 16..64 bytes. */
+static long secret_key(const char *secret, unsigned char key[SECRET_MAX_BYTES])
+{
+	size_t n = strlen(SECRET_PREFIX);
+	long len;
+
+	if (secret == NULL || strncmp(secret, SECRET_PREFIX, n) != 0)
+		return -1;
+	len = sig_base64_decode(secret + n, key, SECRET_MAX_BYTES);
+	if (len < SECRET_MIN_BYTES)
+		return -1;
+	return len;
+}
+
+enum err_code sig_check_secret(const char *field, const char *secret, struct err *e)
+{
+	unsigned char key[SECRET_MAX_BYTES];
+	size_t n = strlen(SECRET_PREFIX);
+	enum err_code rc = ERR_OK;
+
+	if (secret == NULL || strncmp(secret, SECRET_PREFIX, n) != 0)
+		rc = err_set(e, ERR_INVALID, "%s: must start with %s", field, SECRET_PREFIX);
+	else if (secret_key(secret, key) < 0)
+		rc = err_set(e, ERR_INVALID,
+			     "%s: must be %s followed by standard base64 of %d to %d bytes", field,
+			     SECRET_PREFIX, SECRET_MIN_BYTES, SECRET_MAX_BYTES);
+	OPENSSL_cleanse(key, sizeof key);
+	return rc;
+}
+
+enum err_code sig_sign(const char *secret, const char *msg_id, int64_t ts, const char *body,
+		       size_t body_len, char out[SIG_HEADER_MAX], struct err *e)
+{
+	unsigned char key[SECRET_MAX_BYTES], mac[32];
+	char ts_text[24], b64[48];
+	struct part parts[5];
+	long key_len;
+	enum err_code rc = ERR_OK;
+
+	out[0] = '\0';
+	key_len = secret_key(secret, key);
+	if (key_len < 0) {
+		rc = sig_check_secret("secret", secret, e);
+		if (rc == ERR_OK)
+			rc = err_set(e, ERR_INVALID, "secret: invalid");
+		goto out;
+	}
+	snprintf(ts_text, sizeof ts_text, "%" PRId64, ts);
+	parts[0] = (struct part){msg_id, strlen(msg_id)};
+	parts[1] = (struct part){".", 1};
+	parts[2] = (struct part){ts_text, strlen(ts_text)};
+	parts[3] = (struct part){".", 1};
+	parts[4] = (struct part){body, body_len};
+	if (!hmac_sha256(key, (size_t)key_len, parts, 5, mac)) {
+		rc = err_set(e, ERR_INTERNAL, "signing failed");
+		goto out;
+	}
+	sig_base64(mac, sizeof mac, b64);
+	snprintf(out, SIG_HEADER_MAX, "v1,%s", b64);
+out:
+	OPENSSL_cleanse(key, sizeof key);
+	return rc;
+}
+
+void sig_memo_token(const unsigned char *key, size_t key_len, const char *run_id,
+		    char out[SIG_TOKEN_LEN + 1])
+{
+	unsigned char mac[32];
+	struct part parts[2] = {{"memo:", 5}, {run_id, strlen(run_id)}};
+
+	/* On failure the token is empty, which sig_equal never accepts. */
+	if (!hmac_sha256(key, key_len, parts, 2, mac)) {
+		out[0] = '\0';
+		return;
+	}
+	encode(mac, sizeof mac, out, b64_url, false);
+}
+
+int sig_equal(const char *a, const char *b)
+{
+	unsigned char da[32], db[32];
+	unsigned int la = 0, lb = 0;
+	int eq = 0;
+
+	if (a == NULL || b == NULL || a[0] == '\0' || b[0] == '\0')
+		return 0;
+	if (EVP_Digest(a, strlen(a), da, &la, EVP_sha256(), NULL) != 1 ||
+	    EVP_Digest(b, strlen(b), db, &lb, EVP_sha256(), NULL) != 1)
+		return 0;
+	eq = CRYPTO_memcmp(da, db, sizeof da) == 0;
+	return eq;
+}

@@ -1,0 +1,45 @@
+/* sig: Standard Webhooks signatures (HMAC-SHA256 over "<id>.<ts>.<body>",
+ * header "v1,<base64>"), signing-secret validation and the memo delivery token.
+ * Pure apart from OpenSSL. */
+#ifndef HOOKFLOW_SIG_H
+#define HOOKFLOW_SIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/err.h"
+
+#define SIG_HEADER_MAX 128
+#define SIG_TOKEN_LEN 43 /* base64url of 32 bytes, unpadded */
+
+/* Checks a signing secret: "whsec_" followed by standard base64 that decodes to
+ * 16..64 bytes. ERR_INVALID naming `field` otherwise. */
+enum err_code sig_check_secret(const char *field, const char *secret, struct err *e);
+
+/* Writes "v1,<base64 HMAC-SHA256(key, id "." ts "." body)>" into `out` (at
+ * least SIG_HEADER_MAX bytes), where key is the base64-decoded part of `secret`
+ * after "whsec_". All inputs borrowed. */
+enum err_code sig_sign(const char *secret, const char *msg_id, int64_t ts, const char *body,
+		       size_t body_len, char out[SIG_HEADER_MAX], struct err *e);
+
+/* The memo delivery token of `run_id`: base64url(HMAC-SHA256(key, "memo:" run_id))
+ * without padding, into `out` (SIG_TOKEN_LEN + 1 bytes). Deterministic for a
+ * given key and run id. Should OpenSSL fail (out of memory) `out` is the empty
+ * string, which sig_equal never accepts, so a failure never authorises. */
+void sig_memo_token(const unsigned char *key, size_t key_len, const char *run_id,
+		    char out[SIG_TOKEN_LEN + 1]);
+
+/* Constant-time comparison of two NUL-terminated strings: compares SHA-256
+ * digests so neither content nor length leaks through timing. 1 when equal;
+ * 0 otherwise, and always 0 when either is NULL or empty (an empty expected
+ * token or secret must never match). */
+int sig_equal(const char *a, const char *b);
+
+/* Standard base64 encoding of `len` bytes into `out` (4*ceil(len/3)+1 bytes). */
+void sig_base64(const unsigned char *in, size_t len, char *out);
+
+/* Decodes standard base64 (padding optional). Returns the byte count, or -1 on
+ * a bad character or when more than `cap` bytes would be written. */
+long sig_base64_decode(const char *in, unsigned char *out, size_t cap);
+
+#endif

@@ -1,0 +1,550 @@
+/* verdict: what a webhook's answer means (status classes, outcomes, Retry-After, backoff).
+ *
+ * Everything here is a pure function of its arguments. outcome_parse is
+ * strict: a step answer is a protocol, and a typo in it ("delay": 5000) must
+ * fail the step loudly rather than be ignored. The status-class table of SPEC
+ * section 5 lives in status_class(); the error-body override and the error
+ * text are applied on top of it in verdict_from_call(). */
+#include "service/verdict.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/ids.h"
+#include "service/timefmt.h"
+
+#define QUOTED_BYTES 72
+
+static const char *const kind_names[] = {
+	[OUTCOME_CONTINUE] = "continue",
+	[OUTCOME_SUCCEED] = "succeed",
+	[OUTCOME_FAIL] = "fail",
+	[OUTCOME_CANCEL] = "cancel",
+};
+
+/* ---- outcome bodies ---- */
+
+static bool key_is(const char *k, size_t klen, const char *name)
+{
+	return klen == strlen(name) && memcmp(k, name, klen) == 0;
+}
+
+/* Whether top-level key `k` belongs to an outcome of `kind`. */
+static bool key_allowed(enum outcome_kind kind, const char *k, size_t klen)
+{
+	if (key_is(k, klen, "outcome") || key_is(k, klen, "kv"))
+		return true;
+	switch (kind) {
+	case OUTCOME_CONTINUE:
+		return key_is(k, klen, "payload") || key_is(k, klen, "delay_ms") ||
+		       key_is(k, klen, "wait_for_signal");
+	case OUTCOME_SUCCEED:
+		return key_is(k, klen, "result");
+	case OUTCOME_FAIL:
+	case OUTCOME_CANCEL:
+		return key_is(k, klen, "reason");
+	}
+	return false;
+}
+
+static bool key_known(const char *k, size_t klen)
+{
+	for (int kind = OUTCOME_CONTINUE; kind <= OUTCOME_CANCEL; kind++)
+		if (key_allowed((enum outcome_kind)kind, k, klen))
+			return true;
+	return false;
+}
+
+/* An integer `v` in lo..hi into *out. */
+static bool int_in_range(const json_t *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return false;
+	n = json_integer_value(v);
+	if (n < lo || n > hi)
+		return false;
+	*out = (int64_t)n;
+	return true;
+}
+
+static enum err_code parse_wait(const json_t *w, struct outcome *out, struct err *e)
+{
+	char quoted[QUOTED_BYTES];
+	const char *k;
+	size_t klen;
+	json_t *val;
+	const json_t *ck, *to;
+
+	if (!json_is_object(w))
+		return err_set(e, ERR_INVALID, "wait_for_signal: must be an object");
+	json_object_keylen_foreach((json_t *)w, k, klen, val)
+	{
+		(void)val;
+		if (key_is(k, klen, "correlation_key") || key_is(k, klen, "timeout_ms"))
+			continue;
+		ids_quote(k, klen, quoted, sizeof quoted);
+		return err_set(e, ERR_INVALID, "wait_for_signal: unknown field %s", quoted);
+	}
+	ck = json_object_get(w, "correlation_key");
+	to = json_object_get(w, "timeout_ms");
+	if (ck == NULL)
+		return err_set(e, ERR_INVALID, "wait_for_signal.correlation_key: is required");
+	if (!json_is_string(ck))
+		return err_set(e, ERR_INVALID, "wait_for_signal.correlation_key: must be a string");
+	if (ids_check_key("wait_for_signal.correlation_key", json_string_value(ck),
+			  json_string_length(ck), e) != ERR_OK)
+		return e != NULL ? e->code : ERR_INVALID;
+	if (to == NULL)
+		return err_set(e, ERR_INVALID, "wait_for_signal.timeout_ms: is required");
+	if (!int_in_range(to, 1, VERDICT_MAX_DELAY_MS, &out->timeout_ms))
+		return err_set(e, ERR_INVALID,
+			       "wait_for_signal.timeout_ms: must be an integer between 1 and %lld",
+			       VERDICT_MAX_DELAY_MS);
+	out->correlation_key = strdup(json_string_value(ck));
+	if (out->correlation_key == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	out->trigger = TRIGGER_SIGNAL;
+	return ERR_OK;
+}
+
+static enum err_code parse_continue(const json_t *obj, struct outcome *out, struct err *e)
+{
+	const json_t *payload = json_object_get(obj, "payload");
+	const json_t *delay = json_object_get(obj, "delay_ms");
+	const json_t *wait = json_object_get(obj, "wait_for_signal");
+
+	out->payload = payload != NULL ? json_incref((json_t *)payload) : json_null();
+	out->trigger = TRIGGER_NOW;
+	if (delay != NULL && wait != NULL)
+		return err_set(e, ERR_INVALID, "delay_ms: cannot be combined with wait_for_signal");
+	if (delay != NULL) {
+		if (!int_in_range(delay, 0, VERDICT_MAX_DELAY_MS, &out->delay_ms))
+			return err_set(e, ERR_INVALID,
+				       "delay_ms: must be an integer between 0 and %lld",
+				       VERDICT_MAX_DELAY_MS);
+		out->trigger = out->delay_ms > 0 ? TRIGGER_AFTER : TRIGGER_NOW;
+	}
+	if (wait != NULL)
+		return parse_wait(wait, out, e);
+	return ERR_OK;
+}
+
+static enum err_code parse_reason(const json_t *obj, struct outcome *out, struct err *e)
+{
+	const json_t *r = json_object_get(obj, "reason");
+	const char *s;
+	size_t len;
+
+	if (r == NULL)
+		return err_set(e, ERR_INVALID, "reason: is required for outcome %s",
+			       kind_names[out->kind]);
+	if (!json_is_string(r))
+		return err_set(e, ERR_INVALID, "reason: must be a string");
+	s = json_string_value(r);
+	len = json_string_length(r);
+	if (len > VERDICT_MAX_REASON_BYTES)
+		return err_set(e, ERR_INVALID, "reason: exceeds maximum length of %d bytes",
+			       VERDICT_MAX_REASON_BYTES);
+	if (memchr(s, '\0', len) != NULL)
+		return err_set(e, ERR_INVALID, "reason: must not contain NUL");
+	if (!ids_utf8_valid(s, len))
+		return err_set(e, ERR_INVALID, "reason: must be valid UTF-8");
+	out->reason = strdup(s);
+	if (out->reason == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	return ERR_OK;
+}
+
+enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct err *e)
+{
+	char quoted[QUOTED_BYTES];
+	const json_t *o, *res;
+	const char *k, *name;
+	size_t klen;
+	json_t *val;
+	enum err_code rc = ERR_OK;
+
+	memset(out, 0, sizeof *out);
+	if (!json_is_object(obj)) {
+		rc = err_set(e, ERR_INVALID, "body: must be a JSON object");
+		goto out;
+	}
+	o = json_object_get(obj, "outcome");
+	if (o == NULL) {
+		rc = err_set(e, ERR_INVALID, "outcome: is required");
+		goto out;
+	}
+	name = json_string_value(o);
+	for (int kind = OUTCOME_CONTINUE; name != NULL && kind <= OUTCOME_CANCEL; kind++)
+		if (strcmp(name, kind_names[kind]) == 0 &&
+		    strlen(name) == json_string_length(o))
+			out->kind = (enum outcome_kind)kind;
+	if (out->kind == 0) {
+		rc = err_set(e, ERR_INVALID,
+			     "outcome: must be one of continue, succeed, fail, cancel");
+		goto out;
+	}
+	json_object_keylen_foreach((json_t *)obj, k, klen, val)
+	{
+		(void)val;
+		if (key_allowed(out->kind, k, klen))
+			continue;
+		ids_quote(k, klen, quoted, sizeof quoted);
+		if (key_known(k, klen))
+			rc = err_set(e, ERR_INVALID, "%s: not allowed with outcome %s", k,
+				     kind_names[out->kind]);
+		else
+			rc = err_set(e, ERR_INVALID, "unknown field %s", quoted);
+		goto out;
+	}
+	switch (out->kind) {
+	case OUTCOME_CONTINUE:
+		rc = parse_continue(obj, out, e);
+		break;
+	case OUTCOME_SUCCEED:
+		res = json_object_get(obj, "result");
+		out->result = res != NULL ? json_incref((json_t *)res) : json_null();
+		break;
+	case OUTCOME_FAIL:
+	case OUTCOME_CANCEL:
+		rc = parse_reason(obj, out, e);
+		break;
+	}
+	if (rc != ERR_OK)
+		goto out;
+	rc = effects_parse(json_object_get(obj, "kv"), "kv", &out->kv, e);
+out:
+	if (rc != ERR_OK)
+		outcome_cleanup(out);
+	return rc;
+}
+
+enum err_code outcome_parse(const char *body, size_t len, struct outcome *out, struct err *e)
+{
+	json_t *root = NULL;
+	json_error_t jerr;
+	enum err_code rc = ERR_OK;
+
+	memset(out, 0, sizeof *out);
+	if (body == NULL || len == 0) {
+		rc = err_set(e, ERR_INVALID, "body: must not be empty");
+		goto out;
+	}
+	if (!ids_utf8_valid(body, len)) {
+		rc = err_set(e, ERR_INVALID, "body: must be valid UTF-8");
+		goto out;
+	}
+	/* jansson parses with a depth limit (JSON_PARSER_MAX_DEPTH). */
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	if (root == NULL) {
+		/* jansson names its own flag in this one message. */
+		if (strstr(jerr.text, "JSON_ALLOW_NUL") != NULL)
+			rc = err_set(e, ERR_INVALID, "body: invalid JSON: \\u0000 is not allowed");
+		else
+			rc = err_set(e, ERR_INVALID, "body: invalid JSON: %s", jerr.text);
+		goto out;
+	}
+	rc = outcome_from_json(root, out, e);
+out:
+	json_decref(root);
+	return rc;
+}
+
+/* Sets key `k` of `obj` to `v` (stolen); remembers a failure in *ok. */
+static void set_new(json_t *obj, const char *k, json_t *v, bool *ok)
+{
+	if (v == NULL || json_object_set_new(obj, k, v) != 0)
+		*ok = false;
+}
+
+static json_t *value_or_null(json_t *v)
+{
+	return v != NULL ? json_incref(v) : json_null();
+}
+
+json_t *outcome_to_json(const struct outcome *o)
+{
+	json_t *obj = NULL, *w = NULL, *kv = NULL;
+	bool ok = true;
+
+	if (o->kind < OUTCOME_CONTINUE || o->kind > OUTCOME_CANCEL)
+		return NULL;
+	obj = json_object();
+	if (obj == NULL)
+		return NULL;
+	set_new(obj, "outcome", json_string(kind_names[o->kind]), &ok);
+	switch (o->kind) {
+	case OUTCOME_CONTINUE:
+		set_new(obj, "payload", value_or_null(o->payload), &ok);
+		if (o->trigger == TRIGGER_AFTER) {
+			set_new(obj, "delay_ms", json_integer(o->delay_ms), &ok);
+		} else if (o->trigger == TRIGGER_SIGNAL) {
+			w = json_object();
+			if (w != NULL) {
+				set_new(w, "correlation_key",
+					json_string(o->correlation_key ? o->correlation_key : ""),
+					&ok);
+				set_new(w, "timeout_ms", json_integer(o->timeout_ms), &ok);
+			}
+			set_new(obj, "wait_for_signal", w, &ok);
+		}
+		break;
+	case OUTCOME_SUCCEED:
+		set_new(obj, "result", value_or_null(o->result), &ok);
+		break;
+	case OUTCOME_FAIL:
+	case OUTCOME_CANCEL:
+		set_new(obj, "reason", json_string(o->reason ? o->reason : ""), &ok);
+		break;
+	}
+	if (!effects_empty(&o->kv)) {
+		kv = json_object();
+		if (kv != NULL && o->kv.put != NULL)
+			set_new(kv, "put", json_incref(o->kv.put), &ok);
+		if (kv != NULL && o->kv.del != NULL)
+			set_new(kv, "delete", json_incref(o->kv.del), &ok);
+		set_new(obj, "kv", kv, &ok);
+	}
+	if (!ok) {
+		json_decref(obj);
+		obj = NULL;
+	}
+	return obj;
+}
+
+void outcome_cleanup(struct outcome *o)
+{
+	if (o == NULL)
+		return;
+	json_decref(o->payload);
+	json_decref(o->result);
+	free(o->reason);
+	free(o->correlation_key);
+	effects_cleanup(&o->kv);
+	memset(o, 0, sizeof *o);
+}
+
+/* ---- status classes ---- */
+
+/* SPEC section 5 for a complete non-2xx response. */
+static enum verdict_kind status_class(long status)
+{
+	if (status == 408 || status == 425 || status == 429)
+		return VERDICT_TRANSIENT;
+	if (status >= 500 && status <= 599)
+		return VERDICT_TRANSIENT;
+	return VERDICT_PERMANENT; /* 1xx, 3xx, other 4xx, anything out of range */
+}
+
+/* The error-body override: 1 for {"error":{"message":S,"retryable":true}}, 0
+ * for retryable false, -1 when the body is not that shape (the status class
+ * then stands). Members other than message and retryable are tolerated. */
+static int error_override(const char *body, size_t len)
+{
+	json_t *root = NULL;
+	const json_t *err, *msg, *retryable;
+	int rc = -1;
+
+	if (body == NULL || len == 0)
+		goto out;
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	err = json_object_get(root, "error");
+	msg = json_object_get(err, "message");
+	retryable = json_object_get(err, "retryable");
+	if (json_is_object(err) && json_is_string(msg) && json_is_boolean(retryable))
+		rc = json_is_true(retryable) ? 1 : 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+/* The byte count of the UTF-8 sequence a lead byte announces, 0 for a byte
+ * that cannot start one. */
+static size_t lead_len(unsigned char c)
+{
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		return 2;
+	if (c >= 0xE0 && c <= 0xEF)
+		return 3;
+	if (c >= 0xF0 && c <= 0xF4)
+		return 4;
+	return 0;
+}
+
+/* "HTTP <status>" plus ": " and the first VERDICT_ERROR_BODY_BYTES of the body,
+ * cut on a character boundary, with invalid UTF-8 (and NUL) replaced by U+FFFD
+ * and trailing white space dropped. */
+static void http_error_text(long status, const char *body, size_t len, char *out, size_t cap)
+{
+	static const char fffd[] = "\xEF\xBF\xBD";
+	const unsigned char *p = (const unsigned char *)body;
+	size_t lim = len < VERDICT_ERROR_BODY_BYTES ? len : VERDICT_ERROR_BODY_BYTES;
+	size_t o, i = 0;
+	int n;
+
+	n = snprintf(out, cap, "HTTP %ld", status);
+	o = n > 0 && (size_t)n < cap ? (size_t)n : cap - 1;
+	while (lim > 0 && (p[lim - 1] == ' ' || p[lim - 1] == '\t' || p[lim - 1] == '\r' ||
+			   p[lim - 1] == '\n'))
+		lim--;
+	if (lim == 0 || o + 2 >= cap)
+		return;
+	memcpy(out + o, ": ", 2);
+	o += 2;
+	while (i < lim) {
+		size_t want = lead_len(p[i]);
+		const char *piece = fffd;
+		size_t plen = 3, step = 1;
+
+		if (want == 1 && p[i] != '\0') {
+			piece = (const char *)p + i;
+			plen = 1;
+		} else if (want > 1 && i + want <= len && ids_utf8_valid(body + i, want)) {
+			if (i + want > lim)
+				break; /* the character straddles the cut */
+			piece = (const char *)p + i;
+			plen = step = want;
+		}
+		if (o + plen >= cap)
+			break;
+		memcpy(out + o, piece, plen);
+		o += plen;
+		i += step;
+	}
+	out[o] = '\0';
+}
+
+void verdict_from_call(const struct call_result *r, bool expect_outcome, int64_t now_ms,
+		       struct verdict *v)
+{
+	struct err e = {0};
+	int64_t delay;
+	int ov;
+
+	memset(v, 0, sizeof *v);
+	v->retry_after_ms = -1;
+	if (r->timed_out) {
+		v->kind = VERDICT_TRANSIENT;
+		snprintf(v->error, sizeof v->error, "timed out after %" PRId64 " ms",
+			 r->timeout_ms);
+		return;
+	}
+	if (r->transport_error != 0) {
+		v->kind = VERDICT_TRANSIENT;
+		if (r->transport_msg != NULL && r->transport_msg[0] != '\0')
+			snprintf(v->error, sizeof v->error, "connection failed: %s",
+				 r->transport_msg);
+		else
+			snprintf(v->error, sizeof v->error, "connection failed: transport error %d",
+				 r->transport_error);
+		return;
+	}
+	if (r->too_large) {
+		v->kind = VERDICT_PERMANENT;
+		snprintf(v->error, sizeof v->error, "response body exceeds %" PRId64 " bytes",
+			 r->max_response_bytes);
+		return;
+	}
+	if (r->status >= 200 && r->status <= 299) {
+		if (!expect_outcome) {
+			v->kind = VERDICT_OK;
+			return;
+		}
+		if (r->body_len == 0) {
+			v->kind = VERDICT_PERMANENT;
+			snprintf(v->error, sizeof v->error, "invalid step response: empty body");
+			return;
+		}
+		if (outcome_parse(r->body, r->body_len, &v->outcome, &e) != ERR_OK) {
+			v->kind = VERDICT_PERMANENT;
+			snprintf(v->error, sizeof v->error, "invalid step response: %s", e.msg);
+			return;
+		}
+		v->kind = VERDICT_OK;
+		return;
+	}
+	v->kind = status_class(r->status);
+	ov = error_override(r->body, r->body_len);
+	if (ov >= 0)
+		v->kind = ov ? VERDICT_TRANSIENT : VERDICT_PERMANENT;
+	http_error_text(r->status, r->body, r->body_len, v->error, sizeof v->error);
+	if (v->kind == VERDICT_TRANSIENT && r->retry_after != NULL &&
+	    verdict_parse_retry_after(r->retry_after, now_ms, &delay))
+		v->retry_after_ms = delay;
+}
+
+void verdict_cleanup(struct verdict *v)
+{
+	if (v == NULL)
+		return;
+	outcome_cleanup(&v->outcome);
+}
+
+/* ---- Retry-After and backoff ---- */
+
+bool verdict_parse_retry_after(const char *value, int64_t now_ms, int64_t *delay_ms)
+{
+	char date[64];
+	const char *p = value, *end;
+	int64_t secs = 0;
+	size_t n;
+
+	if (value == NULL)
+		return false;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	end = p + strlen(p);
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	n = (size_t)(end - p);
+	if (n == 0)
+		return false;
+	if (p[0] >= '0' && p[0] <= '9') {
+		for (const char *q = p; q < end; q++) {
+			if (*q < '0' || *q > '9')
+				return false;
+			/* Saturate: an absurd delay is capped by the caller anyway. */
+			if (secs < INT64_MAX / 1000 / 10)
+				secs = secs * 10 + (*q - '0');
+			else
+				secs = INT64_MAX / 1000;
+		}
+		*delay_ms = secs > INT64_MAX / 1000 ? INT64_MAX : secs * 1000;
+		return true;
+	}
+	if (n >= sizeof date)
+		return false;
+	memcpy(date, p, n);
+	date[n] = '\0';
+	if (!timefmt_parse_http_date(date, &secs))
+		return false;
+	*delay_ms = secs * 1000 > now_ms ? secs * 1000 - now_ms : 0;
+	return true;
+}
+
+int64_t verdict_backoff_ms(int64_t base_ms, int64_t max_ms, int attempt)
+{
+	int shift = attempt > 1 ? attempt - 1 : 0;
+
+	if (base_ms <= 0 || max_ms <= 0)
+		return 0;
+	/* base << shift <= max exactly when base <= max >> shift, so the shift
+	 * below cannot overflow. */
+	if (base_ms >= max_ms || shift >= 63 || base_ms > (max_ms >> shift))
+		return max_ms;
+	return base_ms << shift;
+}
+
+int64_t verdict_retry_delay_ms(const struct verdict *v, int64_t base_ms, int64_t max_ms,
+			       int attempt)
+{
+	if (v->retry_after_ms >= 0)
+		return v->retry_after_ms < max_ms ? v->retry_after_ms : (max_ms > 0 ? max_ms : 0);
+	return verdict_backoff_ms(base_ms, max_ms, attempt);
+}

@@ -1,0 +1,118 @@
+/* verdict: what a webhook's answer means. The status-class table of SPEC
+ * section 5, outcome-body parsing and validation, the error-body override,
+ * Retry-After and the retry backoff. Pure: no I/O, no clocks (callers pass
+ * `now`). */
+#ifndef HOOKFLOW_VERDICT_H
+#define HOOKFLOW_VERDICT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/effects.h"
+#include "service/err.h"
+
+#define VERDICT_ERROR_BODY_BYTES 200
+#define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */
+#define VERDICT_MAX_REASON_BYTES 4096
+
+enum outcome_kind { OUTCOME_CONTINUE = 1, OUTCOME_SUCCEED, OUTCOME_FAIL, OUTCOME_CANCEL };
+enum trigger_kind { TRIGGER_NOW = 0, TRIGGER_AFTER, TRIGGER_SIGNAL };
+
+/* A validated step outcome. Every pointer is owned by the struct. */
+struct outcome {
+	enum outcome_kind kind;
+	json_t *payload;        /* continue: next step's payload (JSON null when absent) */
+	json_t *result;         /* succeed: the run's result (JSON null when absent) */
+	char *reason;           /* fail, cancel: malloc'd text */
+	enum trigger_kind trigger;
+	int64_t delay_ms;       /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
+	char *correlation_key;  /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key */
+	int64_t timeout_ms;     /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS */
+	struct effects kv;      /* optional "kv" effects */
+};
+
+/* Parses and validates an outcome body (`body` of `len` bytes, borrowed, need
+ * not be NUL-terminated) into `out`. Accepted shapes (unknown keys rejected):
+ *   {"outcome":"continue","payload":J}                       TRIGGER_NOW
+ *   {"outcome":"continue","payload":J,"delay_ms":N}          TRIGGER_AFTER (N >= 0; 0 means now)
+ *   {"outcome":"continue","payload":J,"wait_for_signal":{"correlation_key":K,"timeout_ms":N}}
+ *   {"outcome":"succeed","result":J}
+ *   {"outcome":"fail","reason":S}   {"outcome":"cancel","reason":S}
+ * each with an optional "kv" (see effects_parse). delay_ms and wait_for_signal
+ * are exclusive. On failure `out` is zeroed and ERR_INVALID carries a message
+ * naming the field ("outcome: must be one of continue, succeed, fail, cancel"). */
+enum err_code outcome_parse(const char *body, size_t len, struct outcome *out, struct err *e);
+
+/* Same as outcome_parse, for an already-decoded JSON object (borrowed). */
+enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct err *e);
+
+/* Encodes `o` back to the JSON shape outcome_parse accepts (new reference). */
+json_t *outcome_to_json(const struct outcome *o);
+
+/* Frees what `o` owns and zeroes it. A zeroed struct is a no-op. */
+void outcome_cleanup(struct outcome *o);
+
+/* What the HTTP layer observed for one webhook call. All pointers borrowed. */
+struct call_result {
+	int transport_error;         /* 0 when a complete HTTP response arrived */
+	const char *transport_msg;   /* human text for a transport error ("Connection refused") */
+	bool timed_out;              /* the call hit its deadline */
+	int64_t timeout_ms;          /* the deadline used, for the message */
+	bool too_large;              /* the body exceeded the response cap */
+	int64_t max_response_bytes;  /* the cap, for the message */
+	long status;                 /* HTTP status when transport_error == 0 */
+	const char *body;            /* response body (possibly truncated copy) */
+	size_t body_len;
+	const char *retry_after;     /* raw Retry-After header value, or NULL */
+};
+
+enum verdict_kind { VERDICT_OK = 1, VERDICT_TRANSIENT, VERDICT_PERMANENT };
+
+struct verdict {
+	enum verdict_kind kind;
+	struct outcome outcome;  /* VERDICT_OK of a step call: the parsed outcome */
+	char error[512];         /* errors: the run's error text */
+	int64_t retry_after_ms;  /* transient with a usable Retry-After: the delay; else -1 */
+};
+
+/* Classifies one call (SPEC section 5 table):
+ *  - transport errors (refused, DNS, TLS, reset) and timeouts: transient;
+ *  - too_large: permanent "response body exceeds N bytes";
+ *  - 2xx: when `expect_outcome` (a step call) the body must parse as an
+ *    outcome, else permanent "invalid step response: <reason>"; for a callback
+ *    (`expect_outcome` false) any 2xx is VERDICT_OK;
+ *  - 3xx: permanent; 408, 425, 429, 5xx: transient; other 4xx (and 1xx):
+ *    permanent;
+ *  - a non-2xx body {"error":{"message":S,"retryable":B}} overrides the class
+ *    with B (S a string, B a boolean; other members are tolerated; any other
+ *    body leaves the status class alone);
+ *  - error text "HTTP <status>: <first 200 bytes of the body>" (cut on a UTF-8
+ *    boundary, invalid bytes and NUL replaced with U+FFFD, trailing white space
+ *    dropped; just "HTTP <status>" for an empty body), "timed out after N ms",
+ *    or "connection failed: <transport text>";
+ *  - Retry-After (delta-seconds or HTTP-date relative to `now_ms`) sets
+ *    retry_after_ms on transient errors.
+ * `v` is overwritten; release it with verdict_cleanup. */
+void verdict_from_call(const struct call_result *r, bool expect_outcome, int64_t now_ms,
+		       struct verdict *v);
+
+/* Frees what `v` owns. */
+void verdict_cleanup(struct verdict *v);
+
+/* Parses a Retry-After value: delta-seconds (non-negative integer) or an
+ * HTTP-date, relative to `now_ms`. A date in the past gives 0. Returns false
+ * for anything else (the header is then ignored). */
+bool verdict_parse_retry_after(const char *value, int64_t now_ms, int64_t *delay_ms);
+
+/* The retry delay after failed attempt `attempt` (1-based):
+ * min(base_ms * 2^(attempt-1), max_ms), without overflow; 0 when base_ms is 0. */
+int64_t verdict_backoff_ms(int64_t base_ms, int64_t max_ms, int attempt);
+
+/* The delay before the next attempt of a transient error: the Retry-After
+ * delay capped at max_ms when there is one, otherwise verdict_backoff_ms. */
+int64_t verdict_retry_delay_ms(const struct verdict *v, int64_t base_ms, int64_t max_ms,
+			       int attempt);
+
+#endif

@@ -1,0 +1,448 @@
+/* webhook: many concurrent webhook calls per thread on a curl multi handle and epoll.
+ *
+ * curl tells us which sockets to watch (socket callback -> epoll_ctl on the
+ * worker's epoll instance) and when to call it back (timer callback -> a
+ * deadline the worker's loop honours). Completed transfers are moved to a
+ * done list the worker drains. All of it runs on the owning worker thread. */
+#include "service/webhook.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "service/log.h"
+#include "service/sig.h"
+#include "service/timefmt.h"
+
+struct webhook_call {
+	struct webhook_client *wc;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	char *body;
+	size_t body_len;
+	char *resp;
+	size_t resp_len;
+	size_t resp_cap;
+	bool too_large;
+	bool header_too_large;
+	size_t header_bytes;
+	char retry_after[128];
+	bool has_retry_after;
+	long status;
+	CURLcode code;
+	char errbuf[CURL_ERROR_SIZE];
+	bool done;
+	bool aborted;
+	int timeout_ms;
+	int64_t started_ms;
+	int64_t finished_ms;
+	void *user;
+	struct webhook_call *next;  /* done list */
+	struct webhook_call *aprev; /* active list: calls in flight */
+	struct webhook_call *anext;
+};
+
+struct webhook_client {
+	CURLM *multi;
+	int epfd;
+	int64_t max_response;
+	int64_t timer_at; /* monotonic ms when curl wants its timeout, or -1 */
+	int inflight;
+	bool *fds;       /* fds[fd]: watched by this client */
+	int nfds;
+	struct webhook_call *done_head;
+	struct webhook_call *done_tail;
+	struct webhook_call *active;
+};
+
+static void watch_fd(struct webhook_client *wc, int fd, bool on)
+{
+	if (fd >= wc->nfds) {
+		int n = wc->nfds ? wc->nfds : 1024;
+		while (n <= fd)
+			n *= 2;
+		bool *f = realloc(wc->fds, (size_t)n * sizeof *f);
+		if (f == NULL)
+			return;
+		memset(f + wc->nfds, 0, (size_t)(n - wc->nfds) * sizeof *f);
+		wc->fds = f;
+		wc->nfds = n;
+	}
+	wc->fds[fd] = on;
+}
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	(void)easy;
+	struct webhook_client *wc = userp;
+	struct epoll_event ev = {.data.fd = s};
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(wc->epfd, EPOLL_CTL_DEL, s, NULL);
+		watch_fd(wc, s, false);
+		curl_multi_assign(wc->multi, s, NULL);
+		return 0;
+	}
+	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	if (socketp == NULL) {
+		if (epoll_ctl(wc->epfd, EPOLL_CTL_ADD, s, &ev) != 0)
+			epoll_ctl(wc->epfd, EPOLL_CTL_MOD, s, &ev);
+		watch_fd(wc, s, true);
+		curl_multi_assign(wc->multi, s, wc); /* any non-NULL marker */
+	} else {
+		epoll_ctl(wc->epfd, EPOLL_CTL_MOD, s, &ev);
+	}
+	return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	(void)multi;
+	struct webhook_client *wc = userp;
+	wc->timer_at = timeout_ms < 0 ? -1 : timefmt_mono_ms() + timeout_ms;
+	return 0;
+}
+
+struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes)
+{
+	struct webhook_client *wc = calloc(1, sizeof *wc);
+	if (wc == NULL)
+		return NULL;
+	wc->multi = curl_multi_init();
+	if (wc->multi == NULL) {
+		free(wc);
+		return NULL;
+	}
+	wc->epfd = epfd;
+	wc->max_response = max_response_bytes;
+	wc->timer_at = -1;
+	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETDATA, wc);
+	curl_multi_setopt(wc->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(wc->multi, CURLMOPT_TIMERDATA, wc);
+	/* Keep idle keep-alive connections to webhooks for reuse. */
+	curl_multi_setopt(wc->multi, CURLMOPT_MAXCONNECTS, 1024L);
+	return wc;
+}
+
+static void call_release(struct webhook_call *call)
+{
+	if (call->easy != NULL)
+		curl_easy_cleanup(call->easy);
+	curl_slist_free_all(call->hdrs);
+	free(call->body);
+	free(call->resp);
+	free(call);
+}
+
+static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcode code)
+{
+	if (call->done)
+		return;
+	call->done = true;
+	call->code = code;
+	if (call->aprev)
+		call->aprev->anext = call->anext;
+	else
+		wc->active = call->anext;
+	if (call->anext)
+		call->anext->aprev = call->aprev;
+	call->aprev = call->anext = NULL;
+	call->finished_ms = timefmt_mono_ms();
+	curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &call->status);
+	curl_multi_remove_handle(wc->multi, call->easy);
+	curl_easy_cleanup(call->easy);
+	call->easy = NULL;
+	call->next = NULL;
+	if (wc->done_tail)
+		wc->done_tail->next = call;
+	else
+		wc->done_head = call;
+	wc->done_tail = call;
+}
+
+static void check_done(struct webhook_client *wc)
+{
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(wc->multi, &left)) != NULL) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		struct webhook_call *call = NULL;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&call);
+		if (call != NULL)
+			finish(wc, call, m->data.result);
+	}
+}
+
+void webhook_client_free(struct webhook_client *wc)
+{
+	if (wc == NULL)
+		return;
+	struct webhook_call *c = wc->done_head;
+	while (c != NULL) {
+		struct webhook_call *n = c->next;
+		call_release(c);
+		c = n;
+	}
+	/* Calls still in flight: their easy handles are still in the multi. */
+	c = wc->active;
+	while (c != NULL) {
+		struct webhook_call *n = c->anext;
+		curl_multi_remove_handle(wc->multi, c->easy);
+		call_release(c);
+		c = n;
+	}
+	curl_multi_cleanup(wc->multi);
+	free(wc->fds);
+	free(wc);
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct webhook_call *call = userdata;
+	size_t n = size * nmemb;
+	int64_t cap = call->wc->max_response;
+	if ((int64_t)(call->resp_len + n) > cap) {
+		call->too_large = true;
+		return 0; /* aborts the transfer */
+	}
+	if (call->resp_len + n + 1 > call->resp_cap) {
+		size_t want = call->resp_cap ? call->resp_cap : 4096;
+		while (want < call->resp_len + n + 1)
+			want *= 2;
+		char *p = realloc(call->resp, want);
+		if (p == NULL)
+			return 0;
+		call->resp = p;
+		call->resp_cap = want;
+	}
+	memcpy(call->resp + call->resp_len, ptr, n);
+	call->resp_len += n;
+	call->resp[call->resp_len] = '\0';
+	return n;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+	struct webhook_call *call = userdata;
+	size_t n = size * nitems;
+	call->header_bytes += n;
+	if (call->header_bytes > WEBHOOK_MAX_HEADER_BYTES) {
+		call->header_too_large = true;
+		return 0;
+	}
+	/* A new status line (e.g. after 100 Continue) starts a new header block. */
+	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0)
+		call->has_retry_after = false;
+	static const char name[] = "retry-after:";
+	if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
+		const char *v = buf + sizeof name - 1;
+		size_t vl = n - (sizeof name - 1);
+		while (vl > 0 && (*v == ' ' || *v == '\t')) {
+			v++;
+			vl--;
+		}
+		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		if (vl < sizeof call->retry_after) {
+			memcpy(call->retry_after, v, vl);
+			call->retry_after[vl] = '\0';
+			call->has_retry_after = true;
+		}
+	}
+	return n;
+}
+
+enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook_request *req,
+				 struct webhook_call **out, struct err *e)
+{
+	*out = NULL;
+	struct webhook_call *call = calloc(1, sizeof *call);
+	if (call == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	call->wc = wc;
+	call->user = req->user;
+	call->timeout_ms = req->timeout_ms;
+	call->body = malloc(req->body_len + 1);
+	call->easy = curl_easy_init();
+	if (call->body == NULL || call->easy == NULL) {
+		call_release(call);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	memcpy(call->body, req->body, req->body_len);
+	call->body[req->body_len] = '\0';
+	call->body_len = req->body_len;
+
+	char line[256];
+	int64_t ts = timefmt_now_ms() / 1000;
+	struct curl_slist *h = NULL;
+	h = curl_slist_append(h, "Content-Type: application/json");
+	h = curl_slist_append(h, "Expect:");
+	snprintf(line, sizeof line, "webhook-id: %s", req->msg_id);
+	h = curl_slist_append(h, line);
+	snprintf(line, sizeof line, "webhook-timestamp: %lld", (long long)ts);
+	h = curl_slist_append(h, line);
+	if (req->secret != NULL) {
+		char sig[SIG_HEADER_MAX];
+		if (sig_sign(req->secret, req->msg_id, ts, call->body, call->body_len, sig, e)) {
+			curl_slist_free_all(h);
+			call_release(call);
+			return e->code;
+		}
+		snprintf(line, sizeof line, "webhook-signature: %s", sig);
+		h = curl_slist_append(h, line);
+	}
+	call->hdrs = h;
+
+	CURL *c = call->easy;
+	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, call->body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, call->hdrs);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, WEBHOOK_USER_AGENT);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)wc->max_response);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, call);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, call);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, call->errbuf);
+	curl_easy_setopt(c, CURLOPT_PRIVATE, call);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	call->started_ms = timefmt_mono_ms();
+	CURLMcode mc = curl_multi_add_handle(wc->multi, c);
+	if (mc != CURLM_OK) {
+		call_release(call);
+		return err_set(e, ERR_INTERNAL, "curl: %s", curl_multi_strerror(mc));
+	}
+	wc->inflight++;
+	call->anext = wc->active;
+	if (wc->active)
+		wc->active->aprev = call;
+	wc->active = call;
+	*out = call;
+	return ERR_OK;
+}
+
+void webhook_call_abort(struct webhook_client *wc, struct webhook_call *call)
+{
+	if (call->done)
+		return;
+	call->aborted = true;
+	finish(wc, call, CURLE_ABORTED_BY_CALLBACK);
+}
+
+bool webhook_client_owns_fd(const struct webhook_client *wc, int fd)
+{
+	return fd >= 0 && fd < wc->nfds && wc->fds[fd];
+}
+
+void webhook_client_socket_event(struct webhook_client *wc, int fd, uint32_t events)
+{
+	int mask = 0;
+	if (events & EPOLLIN)
+		mask |= CURL_CSELECT_IN;
+	if (events & EPOLLOUT)
+		mask |= CURL_CSELECT_OUT;
+	if (events & (EPOLLERR | EPOLLHUP))
+		mask |= CURL_CSELECT_ERR;
+	int running = 0;
+	curl_multi_socket_action(wc->multi, fd, mask, &running);
+	check_done(wc);
+}
+
+long webhook_client_timeout_ms(const struct webhook_client *wc)
+{
+	if (wc->timer_at < 0)
+		return -1;
+	int64_t d = wc->timer_at - timefmt_mono_ms();
+	return d < 0 ? 0 : (long)d;
+}
+
+void webhook_client_timeout(struct webhook_client *wc)
+{
+	int running = 0;
+	wc->timer_at = -1;
+	curl_multi_socket_action(wc->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(wc);
+}
+
+int webhook_client_inflight(const struct webhook_client *wc)
+{
+	return wc->inflight;
+}
+
+struct webhook_call *webhook_client_take_done(struct webhook_client *wc)
+{
+	struct webhook_call *c = wc->done_head;
+	if (c == NULL)
+		return NULL;
+	wc->done_head = c->next;
+	if (wc->done_head == NULL)
+		wc->done_tail = NULL;
+	c->next = NULL;
+	wc->inflight--;
+	return c;
+}
+
+void webhook_call_result(const struct webhook_call *call, struct call_result *r)
+{
+	memset(r, 0, sizeof *r);
+	r->timeout_ms = call->timeout_ms;
+	r->max_response_bytes = call->wc->max_response;
+	r->body = call->resp ? call->resp : "";
+	r->body_len = call->resp_len;
+	r->retry_after = call->has_retry_after ? call->retry_after : NULL;
+	if (call->too_large || call->code == CURLE_FILESIZE_EXCEEDED) {
+		r->too_large = true;
+		r->status = call->status;
+		return;
+	}
+	if (call->aborted) {
+		r->transport_error = CURLE_ABORTED_BY_CALLBACK;
+		r->transport_msg = "aborted";
+		return;
+	}
+	if (call->header_too_large) {
+		r->transport_error = CURLE_WRITE_ERROR;
+		r->transport_msg = "response headers exceed 65536 bytes";
+		return;
+	}
+	if (call->code == CURLE_OK) {
+		r->status = call->status;
+		return;
+	}
+	r->transport_error = (int)call->code;
+	r->timed_out = call->code == CURLE_OPERATION_TIMEDOUT;
+	r->transport_msg = call->errbuf[0] ? call->errbuf : curl_easy_strerror(call->code);
+}
+
+void *webhook_call_user(const struct webhook_call *call)
+{
+	return call->user;
+}
+
+int64_t webhook_call_duration_ms(const struct webhook_call *call)
+{
+	return call->finished_ms - call->started_ms;
+}
+
+bool webhook_call_aborted(const struct webhook_call *call)
+{
+	return call->aborted;
+}
+
+void webhook_call_free(struct webhook_call *call)
+{
+	if (call == NULL)
+		return;
+	call_release(call);
+}
