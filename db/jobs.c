@@ -11,12 +11,16 @@ static const struct db_stmt q_claim = {
 	"jobs_claim",
 	"SELECT kind, id, run_id, workflow, step, attempt, max_attempts, generation, payload,"
 	" headers, signal, group_id, group_key, claim_token, cancel_requested, url, timeout_ms,"
-	" secret, backoff_base_ms, backoff_max_ms, replay, now_ms FROM hf_claim($1, $2, $3)",
+	" secret, backoff_base_ms, backoff_max_ms, replay, now_ms, replayed"
+	" FROM hf_claim($1, $2, $3)",
 	3};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
 	"jobs_settle_callbacks", "SELECT id, outcome FROM hf_settle_callbacks($1::jsonb)", 1};
+static const struct db_stmt q_store_outputs = {
+	"jobs_store_outputs", "SELECT hf_store_outputs($1::jsonb)", 1};
+static const struct db_stmt q_sweep = {"jobs_sweep", "SELECT hf_sweep($1, $2, $3)", 3};
 static const struct db_stmt q_renew = {
 	"jobs_renew", "SELECT kind, id, cancel_requested FROM hf_renew($1, $2)", 2};
 static const struct db_stmt q_promote = {"jobs_promote", "SELECT hf_promote($1)", 1};
@@ -44,6 +48,7 @@ void db_claimed_job_cleanup(struct claimed_job *j)
 	free(j->group_key);
 	free(j->url);
 	free(j->secret);
+	free(j->replayed);
 	memset(j, 0, sizeof *j);
 }
 
@@ -93,6 +98,7 @@ enum err_code db_jobs_claim(struct db_conn *c, const char *owner, int limit, int
 		j->backoff_max_ms = db_i64(r, i, 19);
 		j->replay = strcmp(PQgetvalue(r, i, 20), "t") == 0;
 		j->now_ms = db_i64(r, i, 21);
+		j->replayed = dup_col(r, i, 22);
 	}
 	PQclear(r);
 	*jobs = a;
@@ -122,6 +128,42 @@ enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t
 	return ERR_OK;
 }
 
+static enum err_code one_int(struct db_conn *c, const struct db_stmt *st, const char *const *p,
+			     int *n, struct err *e)
+{
+	PGresult *r = db_exec(c, st, p, e);
+	if (r == NULL)
+		return e->code;
+	*n = (int)db_i64(r, 0, 0);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_jobs_store_outputs(struct db_conn *c, const json_t *items, struct err *e)
+{
+	char *text = json_dumps(items, JSON_COMPACT);
+	if (text == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	const char *p[1] = {text};
+	PGresult *r = db_exec(c, &q_store_outputs, p, e);
+	free(text);
+	if (r == NULL)
+		return e->code;
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_jobs_sweep(struct db_conn *c, int64_t retention_ms, int64_t dead_retention_ms,
+			    int limit, int *n, struct err *e)
+{
+	char ret[24], dead[24], lim[16];
+	snprintf(ret, sizeof ret, "%lld", (long long)retention_ms);
+	snprintf(dead, sizeof dead, "%lld", (long long)dead_retention_ms);
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *p[3] = {ret, dead, lim};
+	return one_int(c, &q_sweep, p, n, e);
+}
+
 enum err_code db_jobs_renew(struct db_conn *c, const char *owner, int lease_ms,
 			    void (*fn)(void *arg, enum job_kind kind, const char *id,
 				       bool cancel_requested),
@@ -136,17 +178,6 @@ enum err_code db_jobs_renew(struct db_conn *c, const char *owner, int lease_ms,
 	for (int i = 0; i < PQntuples(r); i++)
 		fn(arg, strcmp(PQgetvalue(r, i, 0), "step") == 0 ? JOB_STEP : JOB_CALLBACK,
 		   PQgetvalue(r, i, 1), strcmp(PQgetvalue(r, i, 2), "t") == 0);
-	PQclear(r);
-	return ERR_OK;
-}
-
-static enum err_code one_int(struct db_conn *c, const struct db_stmt *st, const char *const *p,
-			     int *n, struct err *e)
-{
-	PGresult *r = db_exec(c, st, p, e);
-	if (r == NULL)
-		return e->code;
-	*n = (int)db_i64(r, 0, 0);
 	PQclear(r);
 	return ERR_OK;
 }

@@ -38,6 +38,7 @@ struct claimed_job {
 	int64_t backoff_max_ms;
 	bool replay;
 	int64_t now_ms;       /* the database's clock at claim time */
+	char *replayed;       /* replay record {"outcome", "age_ms"} (JSON text) or NULL */
 };
 
 /* Frees what `j` owns and zeroes it. */
@@ -55,6 +56,15 @@ enum err_code db_jobs_claim(struct db_conn *c, const char *owner, int limit, int
  * been lost (settled by nobody: someone else owns the job now). */
 enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items,
 			     int *lost, struct err *e);
+
+/* Stores step-output replay records for claims still held. `items` is the JSON
+ * array hf_store_outputs takes: [{"run_id", "claim_token", "outcome"}]. */
+enum err_code db_jobs_store_outputs(struct db_conn *c, const json_t *items, struct err *e);
+
+/* Runs one retention pass (see hf_sweep); *n receives the larger of runs and
+ * dead letters removed. */
+enum err_code db_jobs_sweep(struct db_conn *c, int64_t retention_ms, int64_t dead_retention_ms,
+			    int limit, int *n, struct err *e);
 
 /* Extends every lease `owner` holds; calls fn(arg, kind, id, cancel_requested)
  * for each claim still held. */

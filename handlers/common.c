@@ -1,12 +1,14 @@
 /* handlers/common: pooled connections, paging and field validation for handlers. */
 #include "handlers/common.h"
 
-#include "service/ids.h"
-
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "service/canon.h"
+#include "service/effects.h"
+#include "service/ids.h"
 
 enum err_code hc_db(struct http_req *r, struct db_conn **c, struct err *e)
 {
@@ -130,4 +132,34 @@ enum err_code hc_check_url(const char *field, const char *url, struct err *e)
 	curl_free(host);
 	curl_url_cleanup(h);
 	return rc;
+}
+
+enum err_code hc_value_body(struct http_req *r, char **text, struct err *e)
+{
+	static const char *const keys[] = {"value", NULL};
+	json_t *body = NULL;
+	char *canon = NULL;
+	*text = NULL;
+	if (http_req_json(r, &body, e) || hc_only_keys(body, keys, e))
+		goto out;
+	json_t *v = json_object_get(body, "value");
+	if (v == NULL) {
+		err_set(e, ERR_INVALID, "value: required");
+		goto out;
+	}
+	canon = canon_json_dumps(v);
+	if (canon == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (strlen(canon) > EFFECTS_MAX_VALUE_BYTES) {
+		err_set(e, ERR_INVALID, "value: larger than %d bytes", EFFECTS_MAX_VALUE_BYTES);
+		goto out;
+	}
+	*text = canon;
+	canon = NULL;
+out:
+	free(canon);
+	json_decref(body);
+	return e->code;
 }

@@ -49,4 +49,9 @@ enum err_code hc_check_url(const char *field, const char *url, struct err *e);
 enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int64_t hi,
 			   int64_t def, int64_t *out, struct err *e);
 
+/* Reads a body {"value": <json>} (`value` required; other keys rejected) and
+ * returns the value's JSON text (malloc'd) in *text; ERR_INVALID when the
+ * value's canonical JSON exceeds 256 KiB. */
+enum err_code hc_value_body(struct http_req *r, char **text, struct err *e);
+
 #endif

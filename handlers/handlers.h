@@ -24,4 +24,19 @@ void handle_run_steps(struct http_req *r);
 void handle_run_list(struct http_req *r);
 void handle_run_cancel(struct http_req *r);
 
+/* handlers/signals.c */
+void handle_signal_send(struct http_req *r);
+void handle_signal_clear(struct http_req *r);
+
+/* handlers/memo.c */
+void handle_memo_get(struct http_req *r);
+void handle_memo_put(struct http_req *r);
+void handle_memo_delete(struct http_req *r);
+
+/* handlers/kv.c */
+void handle_kv_get(struct http_req *r);
+void handle_kv_list(struct http_req *r);
+void handle_kv_put(struct http_req *r);
+void handle_kv_delete(struct http_req *r);
+
 #endif

@@ -17,6 +17,18 @@ const struct route routes[] = {
 	{"GET", "/v1/runs/{}", handle_run_get, ROUTE_API},
 	{"GET", "/v1/runs/{}/steps", handle_run_steps, ROUTE_API},
 	{"POST", "/v1/runs/{}/cancel", handle_run_cancel, ROUTE_API},
+	{"GET", "/v1/runs/{}/memo/{}", handle_memo_get, ROUTE_MEMO},
+	{"PUT", "/v1/runs/{}/memo/{}", handle_memo_put, ROUTE_MEMO},
+	{"DELETE", "/v1/runs/{}/memo/{}", handle_memo_delete, ROUTE_MEMO},
+	{"GET", "/v1/runs/{}/steps/{}/memo/{}", handle_memo_get, ROUTE_MEMO},
+	{"PUT", "/v1/runs/{}/steps/{}/memo/{}", handle_memo_put, ROUTE_MEMO},
+	{"DELETE", "/v1/runs/{}/steps/{}/memo/{}", handle_memo_delete, ROUTE_MEMO},
+	{"POST", "/v1/signals/{}", handle_signal_send, ROUTE_API},
+	{"DELETE", "/v1/signals/{}", handle_signal_clear, ROUTE_API},
+	{"GET", "/v1/kv", handle_kv_list, ROUTE_API},
+	{"GET", "/v1/kv/{}", handle_kv_get, ROUTE_API},
+	{"PUT", "/v1/kv/{}", handle_kv_put, ROUTE_API},
+	{"DELETE", "/v1/kv/{}", handle_kv_delete, ROUTE_API},
 };
 
 const int routes_count = sizeof routes / sizeof routes[0];

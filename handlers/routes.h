@@ -8,6 +8,7 @@
 enum route_auth {
 	ROUTE_PUBLIC = 0, /* no credentials (health, metrics, openapi) */
 	ROUTE_API,        /* an API token when tokens are configured */
+	ROUTE_MEMO,       /* an API token, or the delivery token of the run in the path */
 };
 
 struct route {

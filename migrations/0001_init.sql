@@ -163,13 +163,57 @@ CREATE INDEX dead_letter_list ON dead_letter (created_at DESC, id DESC);
 
 -- The application KV namespace written by kv effects.
 CREATE TABLE kv (
-	key        text PRIMARY KEY,
+	key        text COLLATE "C" PRIMARY KEY,
 	value      jsonb NOT NULL,
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- Signals sent while no run waited on their key: the latest per key.
+CREATE TABLE signal_buffer (
+	correlation_key text PRIMARY KEY,
+	payload         jsonb,
+	created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- One waiter per correlation key.
+CREATE UNIQUE INDEX run_wait_key ON run (wait_key) WHERE status = 'waiting';
+
+-- Memos: a durable cache for work inside a step. scope -1 is the run scope,
+-- n >= 0 the scope of step n.
+CREATE TABLE memo (
+	run_id     text NOT NULL,
+	scope      integer NOT NULL,
+	key        text NOT NULL,
+	value      jsonb NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (run_id, scope, key)
+);
+
+-- Step-output replay records: the validated outcome of a 2xx answer, stored
+-- before its settlement, keyed by the step's payload hash.
+CREATE TABLE step_output (
+	run_id       text NOT NULL,
+	generation   integer NOT NULL,
+	step         integer NOT NULL,
+	payload_hash bytea NOT NULL,
+	outcome      jsonb NOT NULL,
+	stored_at    timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (run_id, generation, step, payload_hash)
+);
+
 -- ---------------------------------------------------------------------------
 -- Helpers
+
+CREATE FUNCTION hf_payload_hash(p jsonb) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT sha256(convert_to(coalesce(p, 'null'::jsonb)::text, 'UTF8'))
+$$;
+
+-- Serialises everything that registers, delivers or times out a wait on key k.
+CREATE FUNCTION hf_lock_key(k text) RETURNS void
+LANGUAGE sql AS $$
+	SELECT pg_advisory_xact_lock(724390, hashtext(k))
+$$;
 
 CREATE FUNCTION hf_ts(t timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -365,7 +409,8 @@ RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, att
 	       max_attempts integer, generation integer, payload jsonb, headers jsonb,
 	       signal jsonb, group_id text, group_key text, claim_token bigint,
 	       cancel_requested boolean, url text, timeout_ms integer, secret text,
-	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint)
+	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
+	       replayed jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
 	lease interval := make_interval(secs => p_lease_ms / 1000.0);
@@ -410,7 +455,13 @@ BEGIN
 			r.max_attempts, r.generation, r.payload, r.headers, r.signal, r.group_id,
 			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
 			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
-			hf_ms(now());
+			hf_ms(now()),
+			CASE WHEN w.step_output_replay THEN (
+				SELECT jsonb_build_object('outcome', so.outcome,
+							  'age_ms', hf_ms(now()) - hf_ms(so.stored_at))
+				FROM step_output so WHERE so.run_id = r.run_id
+				  AND so.generation = r.generation AND so.step = r.step
+				  AND so.payload_hash = hf_payload_hash(r.payload)) END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	ELSE
 		n := 0;
@@ -431,33 +482,54 @@ BEGIN
 			c.max_attempts, c.generation, c.body, NULL::jsonb, NULL::jsonb, NULL::text,
 			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
-			false, hf_ms(now());
+			false, hf_ms(now()), NULL::jsonb;
 	END IF;
 END
 $$;
 
--- Moves due scheduled/waiting runs and scheduled callbacks to pending, at most
--- p_limit of each. Returns how many moved.
+-- Moves due scheduled runs and callbacks to pending, at most p_limit of each.
+-- A wait that timed out becomes pending with the signal it receives: one that
+-- was buffered meanwhile, else {"status": "timeout"}. Returns how many moved.
 CREATE FUNCTION hf_promote(p_limit integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
 	a integer;
 	b integer;
+	c integer := 0;
+	w record;
+	sig jsonb;
+	got boolean;
 BEGIN
 	UPDATE run SET status = 'pending', seq = nextval('hf_seq'), updated_at = now()
-	WHERE run_id IN (SELECT run_id FROM run WHERE status IN ('scheduled', 'waiting')
+	WHERE run_id IN (SELECT run_id FROM run WHERE status = 'scheduled'
 			 AND next_at <= now() ORDER BY next_at LIMIT p_limit
 			 FOR UPDATE SKIP LOCKED);
 	GET DIAGNOSTICS a = ROW_COUNT;
+	FOR w IN SELECT x.run_id, x.wait_key FROM run x WHERE x.status = 'waiting'
+		 AND x.next_at <= now() ORDER BY x.next_at LIMIT p_limit
+	LOOP
+		PERFORM hf_lock_key(w.wait_key);
+		PERFORM 1 FROM run x WHERE x.run_id = w.run_id AND x.status = 'waiting'
+			AND x.next_at <= now() FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		DELETE FROM signal_buffer WHERE correlation_key = w.wait_key RETURNING payload INTO sig;
+		got := FOUND;
+		UPDATE run SET status = 'pending', seq = nextval('hf_seq'),
+			signal = CASE WHEN got THEN jsonb_build_object('status', 'delivered', 'payload', sig)
+				 ELSE '{"status": "timeout"}'::jsonb END,
+			wait_key = NULL, updated_at = now()
+		WHERE run_id = w.run_id;
+		c := c + 1;
+	END LOOP;
 	UPDATE callback SET status = 'pending', seq = nextval('hf_seq'), updated_at = now()
 	WHERE id IN (SELECT id FROM callback WHERE status = 'scheduled'
 		     AND next_at <= now() ORDER BY next_at LIMIT p_limit
 		     FOR UPDATE SKIP LOCKED);
 	GET DIAGNOSTICS b = ROW_COUNT;
-	IF a + b > 0 THEN
+	IF a + b + c > 0 THEN
 		PERFORM pg_notify('hookflow_wake', '');
 	END IF;
-	RETURN a + b;
+	RETURN greatest(a, b, c);
 END
 $$;
 
@@ -497,6 +569,8 @@ DECLARE
 	due timestamptz;
 	st text;
 	dead boolean;
+	wkey text;
+	sig jsonb;
 BEGIN
 	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
 		SELECT * INTO r FROM run x WHERE x.run_id = it->>'run_id' FOR UPDATE;
@@ -510,13 +584,6 @@ BEGIN
 		res := it->>'result';
 		-- An external cancel beats any result but the webhook's own cancel.
 		ext_cancel := r.cancel_requested AND res <> 'cancel';
-		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload, signal,
-					  started_at, result, http_status, error)
-		VALUES (r.run_id, r.generation, r.step, r.attempt, r.job_id, r.payload, r.signal,
-			r.claimed_at, CASE WHEN ext_cancel THEN 'cancelled' ELSE res END,
-			(it->>'http_status')::integer,
-			CASE WHEN res IN ('transient_error', 'permanent_error') OR ext_cancel
-			     THEN it->>'reason' END);
 		UPDATE run SET holds_slot = false WHERE run.run_id = r.run_id AND holds_slot;
 		dead := false;
 
@@ -531,12 +598,52 @@ BEGIN
 		ELSIF res = 'fail' THEN
 			PERFORM hf_apply_kv(it->'kv');
 			PERFORM hf_terminate(r, 'failed', NULL, it->>'reason', 'permanent');
+		ELSIF res = 'continue' AND it->>'wait_key' IS NOT NULL THEN
+			-- Wait for a signal: consume a buffered one at once, else wait
+			-- (scheduled at the timeout), unless another run waits on the key.
+			wkey := it->>'wait_key';
+			PERFORM hf_lock_key(wkey);
+			IF EXISTS (SELECT 1 FROM run x WHERE x.wait_key = wkey AND x.status = 'waiting'
+				   AND x.run_id <> r.run_id) THEN
+				res := 'permanent_error';
+				it := it || jsonb_build_object('reason', format(
+					'a waiter is already registered for correlation key %s', wkey));
+				dead := true;
+			ELSE
+				PERFORM hf_apply_kv(it->'kv');
+				DELETE FROM signal_buffer b WHERE b.correlation_key = wkey
+				RETURNING b.payload INTO sig;
+				IF FOUND THEN
+					st := 'pending';
+					due := now();
+				ELSE
+					st := 'waiting';
+					due := now() + make_interval(secs =>
+						coalesce((it->>'wait_timeout_ms')::bigint, 0) / 1000.0);
+				END IF;
+				UPDATE run SET status = st, step = r.step + 1, attempt = 0,
+					job_id = hf_new_id(), payload = coalesce(it->'payload', 'null'),
+					signal = CASE WHEN st = 'pending' THEN jsonb_build_object(
+						'status', 'delivered', 'payload', sig) END,
+					wait_key = CASE WHEN st = 'waiting' THEN wkey END,
+					wait_timeout_at = CASE WHEN st = 'waiting' THEN due END,
+					seq = CASE WHEN st = 'pending' THEN nextval('hf_seq') END,
+					next_at = due, lease_owner = NULL, claim_token = NULL,
+					claimed_at = NULL, lease_expires_at = NULL, updated_at = now()
+				WHERE run.run_id = r.run_id;
+				IF st = 'waiting' THEN
+					PERFORM pg_notify('hookflow_sched', hf_ms(due)::text);
+				ELSE
+					PERFORM pg_notify('hookflow_wake', '');
+				END IF;
+			END IF;
 		ELSIF res = 'continue' THEN
 			PERFORM hf_apply_kv(it->'kv');
 			due := now() + make_interval(secs => coalesce((it->>'delay_ms')::bigint, 0) / 1000.0);
 			st := hf_queue_state(due);
 			UPDATE run SET status = st, step = r.step + 1, attempt = 0, job_id = hf_new_id(),
 				payload = coalesce(it->'payload', 'null'), signal = NULL,
+				wait_key = NULL, wait_timeout_at = NULL,
 				seq = CASE WHEN st = 'pending' THEN nextval('hf_seq') END,
 				next_at = due, lease_owner = NULL, claim_token = NULL,
 				claimed_at = NULL, lease_expires_at = NULL, updated_at = now()
@@ -544,6 +651,8 @@ BEGIN
 			PERFORM hf_notify_due(due);
 		ELSIF res = 'permanent_error' OR r.attempt >= r.max_attempts THEN
 			dead := true;
+		ELSIF res <> 'transient_error' THEN
+			RAISE EXCEPTION 'hf_settle_steps: unknown result %', res;
 		ELSE
 			due := now() + make_interval(secs => coalesce((it->>'retry_delay_ms')::bigint, 0) / 1000.0);
 			st := hf_queue_state(due);
@@ -553,6 +662,15 @@ BEGIN
 			WHERE run.run_id = r.run_id;
 			PERFORM hf_notify_due(due);
 		END IF;
+
+		-- The history row carries the final result (a refused wait is an error).
+		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload, signal,
+					  started_at, result, http_status, error)
+		VALUES (r.run_id, r.generation, r.step, r.attempt, r.job_id, r.payload, r.signal,
+			r.claimed_at, CASE WHEN ext_cancel THEN 'cancelled' ELSE res END,
+			(it->>'http_status')::integer,
+			CASE WHEN res IN ('transient_error', 'permanent_error') OR ext_cancel
+			     THEN it->>'reason' END);
 
 		IF dead THEN
 			INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
@@ -792,5 +910,90 @@ BEGIN
 	END IF;
 	DELETE FROM workflow WHERE name = p_name;
 	RETURN 'deleted';
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Signals (SPEC 7). Returns 'delivered' when a run waited on the key (its next
+-- step becomes claimable now with the payload), else 'buffered' (kept, the
+-- latest per key, for the next wait on the key).
+CREATE FUNCTION hf_signal(p_key text, p_payload jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	rid text;
+BEGIN
+	PERFORM hf_lock_key(p_key);
+	SELECT run_id INTO rid FROM run WHERE wait_key = p_key AND status = 'waiting' FOR UPDATE;
+	IF FOUND THEN
+		UPDATE run SET status = 'pending', seq = nextval('hf_seq'), next_at = now(),
+			signal = jsonb_build_object('status', 'delivered', 'payload', p_payload),
+			wait_key = NULL, updated_at = now()
+		WHERE run_id = rid;
+		PERFORM pg_notify('hookflow_wake', '');
+		RETURN 'delivered';
+	END IF;
+	INSERT INTO signal_buffer (correlation_key, payload) VALUES (p_key, p_payload)
+	ON CONFLICT (correlation_key) DO UPDATE SET payload = EXCLUDED.payload, created_at = now();
+	RETURN 'buffered';
+END
+$$;
+
+-- Stores replay records for step calls still claimed by the caller. p_items:
+-- [{"run_id", "claim_token", "outcome"}]. The key is the claimed step's payload.
+CREATE FUNCTION hf_store_outputs(p_items jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	n integer;
+BEGIN
+	INSERT INTO step_output (run_id, generation, step, payload_hash, outcome)
+	SELECT r.run_id, r.generation, r.step, hf_payload_hash(r.payload), x.outcome
+	FROM jsonb_to_recordset(p_items) AS x(run_id text, claim_token bigint, outcome jsonb)
+	JOIN run r ON r.run_id = x.run_id AND r.claim_token = x.claim_token
+	ON CONFLICT (run_id, generation, step, payload_hash) DO NOTHING;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+
+-- Retention (SPEC 8): deletes up to p_limit runs that terminated at least
+-- p_retention_ms ago (0: keep forever), with their history, memos, replay
+-- records and finished callbacks, and dead letters older than p_dead_ms.
+-- Active runs are never touched. Returns how many rows of runs and dead
+-- letters went, so the caller repeats while a batch was full.
+CREATE FUNCTION hf_sweep(p_retention_ms bigint, p_dead_ms bigint, p_limit integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	gone text[];
+	n integer := 0;
+	d integer := 0;
+BEGIN
+	IF p_retention_ms > 0 THEN
+		SELECT array_agg(run_id) INTO gone FROM (
+			SELECT run_id FROM run
+			WHERE finished_at <= now() - make_interval(secs => p_retention_ms / 1000.0)
+			  AND status IN ('succeeded', 'failed', 'cancelled')
+			ORDER BY finished_at LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
+		IF gone IS NOT NULL THEN
+			DELETE FROM step_attempt WHERE run_id = ANY (gone);
+			DELETE FROM memo WHERE run_id = ANY (gone);
+			DELETE FROM step_output WHERE run_id = ANY (gone);
+			DELETE FROM callback WHERE run_id = ANY (gone) AND status IN ('done', 'dead');
+			DELETE FROM run WHERE run_id = ANY (gone);
+			n := cardinality(gone);
+		END IF;
+	END IF;
+	IF p_dead_ms > 0 THEN
+		DELETE FROM dead_letter WHERE id IN (
+			SELECT id FROM dead_letter
+			WHERE created_at <= now() - make_interval(secs => p_dead_ms / 1000.0)
+			ORDER BY created_at LIMIT p_limit);
+		GET DIAGNOSTICS d = ROW_COUNT;
+		DELETE FROM callback WHERE id IN (
+			SELECT id FROM callback WHERE status = 'dead'
+			  AND finished_at <= now() - make_interval(secs => p_dead_ms / 1000.0)
+			LIMIT p_limit);
+	END IF;
+	RETURN greatest(n, d);
 END
 $$;

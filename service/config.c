@@ -146,6 +146,16 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 	c->poll_ms = (int)n;
 
+	/* Test-only: lets the integration tests stop the process at a chosen
+	 * point ("exit_before_settle": after storing replay records, before the
+	 * settlement). Never set it in production. */
+	v = getenv("HOOKFLOW_TEST_FAULT");
+	if (v != NULL && *v != '\0') {
+		if (strcmp(v, "exit_before_settle") != 0)
+			return err_set(e, ERR_INVALID, "HOOKFLOW_TEST_FAULT: unknown fault");
+		c->test_fault = strdup(v);
+	}
+
 	v = getenv("HOOKFLOW_LOG_LEVEL");
 	c->log_level = LOG_INFO;
 	if (v != NULL && *v != '\0') {
@@ -185,6 +195,7 @@ void config_cleanup(struct config *c)
 	free(c->database_url);
 	free(c->listen_host);
 	free(c->public_url);
+	free(c->test_fault);
 	for (int i = 0; i < c->ntokens; i++)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);

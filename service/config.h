@@ -30,6 +30,7 @@ struct config {
 	int http_threads;         /* HOOKFLOW_HTTP_THREADS, default 4 */
 	int db_pool;              /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;              /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
+	char *test_fault;         /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 
 /* Reads and validates the environment into `c` (zeroed by the caller). On a

@@ -68,6 +68,7 @@ struct worker {
 	bool stop;
 	int grace_ms;
 
+	json_t *outputs_out;   /* replay records to store before the settlements */
 	json_t *steps_out;     /* pending step settlements */
 	json_t *callbacks_out; /* pending callback settlements */
 	int64_t settle_retry_at;
@@ -206,20 +207,14 @@ static json_t *step_item(const struct inflight *f, const struct verdict *v, long
 		const struct outcome *o = &v->outcome;
 		switch (o->kind) {
 		case OUTCOME_CONTINUE:
-			if (o->trigger == TRIGGER_SIGNAL) {
-				/* Signals arrive with the signal endpoints; until then a
-				 * wait is refused as a permanent error. */
-				json_object_set_new(it, "result", json_string("permanent_error"));
-				json_object_set_new(it, "reason",
-						    json_string("invalid step response: wait_for_signal "
-								"is not supported by this server"));
-				metrics_step_result(MR_PERMANENT);
-				return it;
-			}
 			json_object_set_new(it, "result", json_string("continue"));
 			json_object_set(it, "payload", o->payload ? o->payload : json_null());
 			if (o->trigger == TRIGGER_AFTER)
 				json_object_set_new(it, "delay_ms", json_integer(o->delay_ms));
+			if (o->trigger == TRIGGER_SIGNAL) {
+				json_object_set_new(it, "wait_key", json_string(o->correlation_key));
+				json_object_set_new(it, "wait_timeout_ms", json_integer(o->timeout_ms));
+			}
 			metrics_step_result(MR_CONTINUE);
 			break;
 		case OUTCOME_SUCCEED:
@@ -322,6 +317,11 @@ static void complete(struct worker *w, struct webhook_call *call)
 	if (f->job.kind == JOB_STEP) {
 		item = step_item(f, &v, status);
 		json_array_append_new(w->steps_out, item);
+		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
+			json_array_append_new(w->outputs_out,
+					      json_pack("{s:s, s:I, s:o}", "run_id", f->job.run_id,
+							"claim_token", (json_int_t)f->job.claim_token,
+							"outcome", outcome_to_json(&v.outcome)));
 	} else {
 		item = callback_item(f, &v, status);
 		json_array_append_new(w->callbacks_out, item);
@@ -360,6 +360,23 @@ static void flush_settlements(struct worker *w)
 		return;
 	if (timefmt_mono_ms() < w->settle_retry_at || !ensure_db(w))
 		return;
+	if (json_array_size(w->outputs_out) > 0) {
+		/* Replay records commit before the settlements they describe, so a
+		 * crash in between replays the answer instead of calling again. */
+		struct err e = {0};
+		if (db_jobs_store_outputs(w->db, w->outputs_out, &e)) {
+			log_warn("dispatcher", "storing replay records failed, will retry",
+				 "worker=%d error=\"%s\"", w->index, e.msg);
+			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+			return;
+		}
+		json_array_clear(w->outputs_out);
+		if (w->d->cfg->test_fault != NULL &&
+		    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
+			log_warn("dispatcher", "test fault: exiting before settlement", NULL);
+			_exit(99);
+		}
+	}
 	json_t **queues[2] = {&w->steps_out, &w->callbacks_out};
 	for (int k = 0; k < 2; k++) {
 		if (json_array_size(*queues[k]) == 0)
@@ -459,6 +476,36 @@ static void start_call(struct worker *w, struct inflight *f)
 	free(body);
 }
 
+/* Settles a claimed step from its replay record without calling the webhook,
+ * with a delay or signal timeout shortened by the record's age. Returns false
+ * when the record cannot be used (the webhook is called instead). */
+static bool replay(struct worker *w, struct inflight *f)
+{
+	json_t *rec = json_loads(f->job.replayed, 0, NULL);
+	json_t *o = json_object_get(rec, "outcome");
+	int64_t age = json_integer_value(json_object_get(rec, "age_ms"));
+	struct verdict v = {.kind = VERDICT_OK, .retry_after_ms = -1};
+	struct err e = {0};
+	bool ok = o != NULL && outcome_from_json(o, &v.outcome, &e) == ERR_OK;
+	json_decref(rec);
+	if (!ok) {
+		log_warn("dispatcher", "unusable replay record", "run_id=%s step=%d error=\"%s\"",
+			 f->job.run_id, f->job.step, e.msg);
+		return false;
+	}
+	if (age < 0)
+		age = 0;
+	if (v.outcome.trigger == TRIGGER_AFTER)
+		v.outcome.delay_ms = v.outcome.delay_ms > age ? v.outcome.delay_ms - age : 0;
+	if (v.outcome.trigger == TRIGGER_SIGNAL)
+		v.outcome.timeout_ms = v.outcome.timeout_ms > age ? v.outcome.timeout_ms - age : 0;
+	log_info("dispatcher", "replaying stored step outcome", "run_id=%s job_id=%s step=%d age_ms=%lld",
+		 f->job.run_id, f->job.id, f->job.step, (long long)age);
+	json_array_append_new(w->steps_out, step_item(f, &v, 0));
+	verdict_cleanup(&v);
+	return true;
+}
+
 /* Claims as many jobs as there is room for; returns true when the batch was
  * full (more work may be waiting). */
 static bool claim(struct worker *w)
@@ -486,6 +533,11 @@ static bool claim(struct worker *w)
 			continue; /* its lease will expire and it will be delivered again */
 		}
 		f->job = jobs[i];
+		if (f->job.kind == JOB_STEP && f->job.replayed != NULL && !f->job.cancel_requested &&
+		    replay(w, f)) {
+			free_inflight(f);
+			continue;
+		}
 		if (f->job.kind == JOB_STEP && f->job.cancel_requested) {
 			/* Claimed after a cancel was recorded: settle cancelled, no call. */
 			f->cancel_abort = true;
@@ -646,6 +698,7 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes) : NULL;
 		w->steps_out = json_array();
+		w->outputs_out = json_array();
 		w->callbacks_out = json_array();
 		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);
@@ -734,6 +787,7 @@ void dispatcher_free(struct dispatcher *d)
 		webhook_client_free(w->wc);
 		db_conn_free(w->db);
 		json_decref(w->steps_out);
+		json_decref(w->outputs_out);
 		json_decref(w->callbacks_out);
 		for (int k = 0; k < w->ncancels; k++)
 			free(w->cancels[k]);

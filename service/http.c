@@ -415,20 +415,37 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	free(r);
 }
 
-static bool authorized(const struct http_req *r)
+/* API routes need an API token when tokens are configured (401 otherwise).
+ * Memo routes also accept the delivery token of the run in their path; any
+ * other credential presented there is refused with 403, and without tokens
+ * configured a request without credentials is let through like any API call. */
+static enum err_code authorize(const struct http_req *r, struct err *e)
 {
 	const struct config *cfg = r->app->cfg;
-	if (cfg->ntokens == 0 || r->route->auth == ROUTE_PUBLIC)
-		return true;
+	if (r->route->auth == ROUTE_PUBLIC)
+		return ERR_OK;
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_AUTHORIZATION);
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-		return false;
-	const char *tok = h + 7;
-	int ok = 0;
-	for (int i = 0; i < cfg->ntokens; i++)
-		ok |= sig_equal(tok, cfg->tokens[i]);
-	return ok != 0;
+	const char *tok = NULL;
+	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
+		tok = h + 7;
+	int api = 0;
+	for (int i = 0; tok != NULL && i < cfg->ntokens; i++)
+		api |= sig_equal(tok, cfg->tokens[i]);
+	if (api)
+		return ERR_OK;
+	if (r->route->auth == ROUTE_MEMO && tok != NULL) {
+		char mine[SIG_TOKEN_LEN + 1];
+		sig_memo_token(r->app->memo_key, r->app->memo_key_len, r->params[0], mine);
+		if (sig_equal(tok, mine))
+			return ERR_OK;
+		return err_set(e, ERR_FORBIDDEN,
+			       "authorization: this credential does not grant access to run %.128s",
+			       r->params[0]);
+	}
+	if (cfg->ntokens == 0)
+		return ERR_OK;
+	return err_set(e, ERR_UNAUTHENTICATED, "authorization: a valid bearer token is required");
 }
 
 static bool json_content_type(const char *ct)
@@ -481,10 +498,8 @@ static void begin(struct http_req *r, const char *url)
 			err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", r->method, path);
 		goto fail;
 	}
-	if (!authorized(r)) {
-		err_set(&e, ERR_UNAUTHENTICATED, "authorization: a valid bearer token is required");
+	if (authorize(r, &e))
 		goto fail;
-	}
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_CONTENT_LENGTH);
 	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,

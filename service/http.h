@@ -29,6 +29,8 @@ struct app {
 	struct listener *listener;
 	const char *openapi;     /* the OpenAPI document */
 	size_t openapi_len;
+	const unsigned char *memo_key; /* signs delivery tokens */
+	size_t memo_key_len;
 };
 
 struct http_req;

@@ -24,6 +24,7 @@
 
 #define BATCH 1000
 #define RECONNECT_MS 1000
+#define SWEEP_MS 1000
 
 struct listener {
 	const struct config *cfg;
@@ -159,10 +160,30 @@ fail:
 	l->due_at = timefmt_mono_ms() + RECONNECT_MS;
 }
 
+/* Retention: deletes runs and dead letters past their windows, in batches. */
+static void sweep(struct listener *l)
+{
+	int n;
+	do {
+		struct err e = {0};
+		if (db_jobs_sweep(l->db, l->cfg->retention_ms, l->cfg->dead_retention_ms, BATCH, &n,
+				  &e)) {
+			log_warn("listener", "retention sweep failed", "error=\"%s\"", e.msg);
+			if (e.code == ERR_UNAVAILABLE)
+				disconnect(l);
+			return;
+		}
+		if (n > 0)
+			log_info("listener", "retention sweep", "removed=%d", n);
+	} while (n == BATCH && !atomic_load(&l->stop));
+}
+
 static void *listener_main(void *arg)
 {
 	struct listener *l = arg;
 	int64_t reconnect_at = 0;
+	bool sweeping = l->cfg->retention_ms > 0 || l->cfg->dead_retention_ms > 0;
+	int64_t next_sweep = timefmt_mono_ms() + SWEEP_MS;
 	int64_t next_poll = timefmt_mono_ms() + l->cfg->poll_ms;
 	while (!atomic_load(&l->stop)) {
 		int64_t now = timefmt_mono_ms();
@@ -190,6 +211,10 @@ static void *listener_main(void *arg)
 		}
 		if (l->db != NULL && l->due_at >= 0 && now >= l->due_at)
 			tick(l);
+		if (sweeping && l->db != NULL && timefmt_mono_ms() >= next_sweep) {
+			sweep(l);
+			next_sweep = timefmt_mono_ms() + SWEEP_MS;
+		}
 		int64_t wdl = waiters_expire(l->ws, timefmt_mono_ms());
 
 		now = timefmt_mono_ms();
@@ -198,6 +223,8 @@ static void *listener_main(void *arg)
 			wake = l->due_at;
 		if (wdl >= 0 && wdl < wake)
 			wake = wdl;
+		if (sweeping && next_sweep < wake)
+			wake = next_sweep;
 		if (l->lis == NULL && reconnect_at < wake)
 			wake = reconnect_at;
 		int timeout = wake > now ? (int)(wake - now) : 0;

@@ -116,6 +116,8 @@ static int serve(struct config *cfg)
 		.listener = l,
 		.openapi = hookflow_openapi,
 		.openapi_len = hookflow_openapi_len,
+		.memo_key = key,
+		.memo_key_len = key_len,
 	};
 	struct http_server *srv = NULL;
 	if (dispatcher_start(d, &e) || listener_start(l, &e) || http_server_start(&app, &srv, &e)) {

@@ -1,0 +1,92 @@
+/* db/kv: SQL of the application KV table. */
+#include "db/kv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "db/internal.h"
+
+#define ITEM "jsonb_build_object('key', key, 'value', value, 'updated_at', hf_ts(updated_at))"
+
+static const struct db_stmt q_get = {"kv_get", "SELECT " ITEM " FROM kv WHERE key = $1", 1};
+/* The range bound lets the C-collated primary key serve the prefix scan. */
+static const struct db_stmt q_list = {
+	"kv_list",
+	"SELECT " ITEM ", key FROM kv WHERE key >= $1 AND key < $1 || chr(1114111)"
+	" AND starts_with(key, $1) AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3",
+	3};
+static const struct db_stmt q_put = {
+	"kv_put",
+	"INSERT INTO kv AS k (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE"
+	" SET value = EXCLUDED.value, updated_at = now()"
+	" RETURNING jsonb_build_object('key', k.key, 'value', k.value, 'updated_at', hf_ts(k.updated_at))",
+	2};
+static const struct db_stmt q_delete = {"kv_delete", "DELETE FROM kv WHERE key = $1 RETURNING 1",
+					1};
+
+enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struct err *e)
+{
+	*item = NULL;
+	const char *p[1] = {key};
+	PGresult *r = db_exec(c, &q_get, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "key not found");
+	}
+	*item = db_json(r, 0, 0);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_kv_list(struct db_conn *c, const char *prefix, int limit, const char *cursor,
+			 json_t **items, char **next, struct err *e)
+{
+	*items = NULL;
+	*next = NULL;
+	char *after = NULL;
+	int64_t ignored;
+	if (cursor != NULL && db_cursor_decode(cursor, &ignored, &after, e))
+		return e->code;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit + 1);
+	const char *p[3] = {prefix, after, lim};
+	PGresult *r = db_exec(c, &q_list, p, e);
+	free(after);
+	if (r == NULL)
+		return e->code;
+	int n = PQntuples(r);
+	json_t *arr = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(arr, db_json(r, i, 0));
+	if (n > limit)
+		*next = db_cursor_encode(0, PQgetvalue(r, limit - 1, 1));
+	PQclear(r);
+	*items = arr;
+	return ERR_OK;
+}
+
+enum err_code db_kv_put(struct db_conn *c, const char *key, const char *value_json, json_t **item,
+			struct err *e)
+{
+	*item = NULL;
+	const char *p[2] = {key, value_json};
+	PGresult *r = db_exec(c, &q_put, p, e);
+	if (r == NULL)
+		return e->code;
+	*item = db_json(r, 0, 0);
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_kv_delete(struct db_conn *c, const char *key, bool *removed, struct err *e)
+{
+	const char *p[1] = {key};
+	PGresult *r = db_exec(c, &q_delete, p, e);
+	if (r == NULL)
+		return e->code;
+	*removed = PQntuples(r) > 0;
+	PQclear(r);
+	return ERR_OK;
+}

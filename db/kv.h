@@ -1,0 +1,25 @@
+/* db/kv: the application KV table. Items are {"key", "value", "updated_at"}. */
+#ifndef HOOKFLOW_DB_KV_H
+#define HOOKFLOW_DB_KV_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "db/db.h"
+#include "service/err.h"
+
+/* The item of `key` (new reference), or ERR_NOT_FOUND. */
+enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struct err *e);
+
+/* Items whose key starts with `prefix` ("" for all), by key, after `cursor`. */
+enum err_code db_kv_list(struct db_conn *c, const char *prefix, int limit, const char *cursor,
+			 json_t **items, char **next, struct err *e);
+
+/* Writes `value_json` (JSON text) at `key`; *item is the stored item. */
+enum err_code db_kv_put(struct db_conn *c, const char *key, const char *value_json, json_t **item,
+			struct err *e);
+
+/* Deletes `key`; *removed tells whether it existed. */
+enum err_code db_kv_delete(struct db_conn *c, const char *key, bool *removed, struct err *e);
+
+#endif

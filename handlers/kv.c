@@ -1,0 +1,93 @@
+/* handlers/kv: GET, PUT, DELETE /v1/kv/{key} and GET /v1/kv?prefix= (SPEC 8). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/kv.h"
+#include "handlers/common.h"
+#include "handlers/handlers.h"
+#include "service/effects.h"
+#include "service/ids.h"
+
+/* Validates the key of the path; `writing` refuses the reserved prefix. */
+static enum err_code kv_key(struct http_req *r, bool writing, const char **key, struct err *e)
+{
+	*key = http_req_param(r, 0);
+	if (ids_check_key("key", *key, strlen(*key), e))
+		return e->code;
+	if (writing && strncmp(*key, EFFECTS_RESERVED_PREFIX, strlen(EFFECTS_RESERVED_PREFIX)) == 0)
+		return err_set(e, ERR_INVALID, "key: the workflow/ prefix is reserved");
+	return ERR_OK;
+}
+
+void handle_kv_get(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	const char *key;
+	json_t *item = NULL;
+	if (kv_key(r, false, &key, &e) || hc_db(r, &c, &e) || db_kv_get(c, key, &item, &e))
+		goto out;
+	http_reply_json(r, 200, item);
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_kv_list(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *items = NULL;
+	char *next = NULL;
+	int limit;
+	const char *cursor;
+	const char *prefix = http_req_query(r, "prefix");
+	if (prefix == NULL)
+		prefix = "";
+	if (hc_paging(r, &limit, &cursor, &e))
+		goto out;
+	if (*prefix != '\0' && ids_check_key("prefix", prefix, strlen(prefix), &e))
+		goto out;
+	if (hc_db(r, &c, &e) || db_kv_list(c, prefix, limit, cursor, &items, &next, &e))
+		goto out;
+	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "items", items, "next_cursor", next));
+out:
+	free(next);
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_kv_put(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	const char *key;
+	char *value = NULL;
+	json_t *item = NULL;
+	if (kv_key(r, true, &key, &e) || hc_value_body(r, &value, &e) || hc_db(r, &c, &e) ||
+	    db_kv_put(c, key, value, &item, &e))
+		goto out;
+	http_reply_json(r, 200, item);
+out:
+	free(value);
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_kv_delete(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	const char *key;
+	bool removed;
+	if (kv_key(r, true, &key, &e) || hc_db(r, &c, &e) || db_kv_delete(c, key, &removed, &e))
+		goto out;
+	http_reply_empty(r, 204);
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
