@@ -42,6 +42,11 @@ static const struct db_stmt q_list = {
 	" ORDER BY r.created_at DESC, r.run_id DESC LIMIT $8",
 	8};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT hf_cancel($1)", 1};
+static const struct db_stmt q_rerun = {
+	"run_rerun", "SELECT hf_rerun($1, $2::integer, $3::jsonb, $4::bytea)", 4};
+static const struct db_stmt q_cancel_many = {
+	"run_cancel_many",
+	"SELECT hf_cancel_many($1, $2::text[], $3, $4::timestamptz, $5::integer)", 5};
 
 enum err_code db_run_submit(struct db_conn *c, const struct run_submit *s,
 			    enum run_submit_result *res, json_t **run, struct err *e)
@@ -163,4 +168,46 @@ enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_canc
 		return err_set(e, ERR_ALREADY_TERMINAL, "run %s has already terminated", run_id);
 	*res = strcmp(outcome, "cancelled") == 0 ? RUN_CANCELLED : RUN_CANCELLING;
 	return db_run_get(c, run_id, run, NULL, e);
+}
+
+enum err_code db_run_rerun(struct db_conn *c, const char *run_id, int from_step,
+			   const char *input_json, const unsigned char *input_hash, json_t **run,
+			   struct err *e)
+{
+	*run = NULL;
+	char step[16];
+	snprintf(step, sizeof step, "%d", from_step);
+	char hash[2 + 64 + 1] = "\\x";
+	if (input_hash != NULL)
+		ids_hex(input_hash, 32, hash + 2);
+	const char *p[4] = {run_id, step, input_json, input_hash ? hash : NULL};
+	PGresult *r = db_exec(c, &q_rerun, p, e);
+	if (r == NULL)
+		return e->code;
+	char res[32];
+	snprintf(res, sizeof res, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (strcmp(res, "not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+	if (strcmp(res, "run_active") == 0)
+		return err_set(e, ERR_RUN_ACTIVE, "run %s is still active", run_id);
+	if (strcmp(res, "step_not_reached") == 0)
+		return err_set(e, ERR_INVALID, "from_step: run %s never reached step %d", run_id,
+			       from_step);
+	return db_run_get(c, run_id, run, NULL, e);
+}
+
+enum err_code db_run_cancel_many(struct db_conn *c, const char *workflow, const char *statuses,
+				 const char *group_id, const char *created_before, int limit,
+				 int *n, struct err *e)
+{
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *p[5] = {workflow, statuses, group_id, created_before, lim};
+	PGresult *r = db_exec(c, &q_cancel_many, p, e);
+	if (r == NULL)
+		return e->code;
+	*n = (int)db_i64(r, 0, 0);
+	PQclear(r);
+	return ERR_OK;
 }

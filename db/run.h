@@ -64,4 +64,18 @@ enum run_cancel_result { RUN_CANCELLED = 1, RUN_CANCELLING };
 enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,
 			    json_t **run, struct err *e);
 
+/* Starts a new generation of terminated run `run_id` at `from_step` (SPEC 4).
+ * `input_json` (with its hash) replaces the input, only with step 0 (NULL:
+ * keep). *run is the run's JSON afterwards. Errors: ERR_NOT_FOUND,
+ * ERR_RUN_ACTIVE, ERR_INVALID when the run never reached `from_step`. */
+enum err_code db_run_rerun(struct db_conn *c, const char *run_id, int from_step,
+			   const char *input_json, const unsigned char *input_hash, json_t **run,
+			   struct err *e);
+
+/* Cancels up to `limit` active runs matching the filters (NULL: any); *n
+ * receives how many. */
+enum err_code db_run_cancel_many(struct db_conn *c, const char *workflow, const char *statuses,
+				 const char *group_id, const char *created_before, int limit,
+				 int *n, struct err *e);
+
 #endif

@@ -23,6 +23,19 @@ void handle_run_get(struct http_req *r);
 void handle_run_steps(struct http_req *r);
 void handle_run_list(struct http_req *r);
 void handle_run_cancel(struct http_req *r);
+void handle_run_rerun(struct http_req *r);
+void handle_run_cancel_many(struct http_req *r);
+
+/* handlers/groups.c */
+void handle_group_put(struct http_req *r);
+void handle_group_get(struct http_req *r);
+void handle_group_cancel(struct http_req *r);
+void handle_group_delete(struct http_req *r);
+
+/* handlers/deadletters.c */
+void handle_deadletter_list(struct http_req *r);
+void handle_deadletter_redrive(struct http_req *r);
+void handle_deadletter_delete(struct http_req *r);
 
 /* handlers/signals.c */
 void handle_signal_send(struct http_req *r);

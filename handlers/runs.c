@@ -13,9 +13,6 @@
 #include "service/timefmt.h"
 #include "service/verdict.h"
 
-#define MAX_HEADERS 64
-#define MAX_HEADER_NAME 256
-#define MAX_HEADER_VALUE 4096
 #define MAX_WAIT_MS 300000
 
 static const char *const submit_keys[] = {
@@ -24,37 +21,6 @@ static const char *const submit_keys[] = {
 
 static const char *const statuses[] = {"pending", "scheduled", "waiting", "running",
 				       "cancelling", "succeeded", "failed", "cancelled", NULL};
-
-/* Validates user headers: an object of at most 64 string values; names of
- * 1..256 bytes not starting with the reserved "workflow." prefix. */
-static enum err_code check_headers(const json_t *h, struct err *e)
-{
-	if (!json_is_object(h))
-		return err_set(e, ERR_INVALID, "headers: must be an object of strings");
-	if (json_object_size(h) > MAX_HEADERS)
-		return err_set(e, ERR_INVALID, "headers: at most %d entries", MAX_HEADERS);
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)h, k, v) {
-		char q[80];
-		ids_quote(k, strlen(k), q, sizeof q);
-		size_t kl = strlen(k);
-		if (kl == 0 || kl > MAX_HEADER_NAME)
-			return err_set(e, ERR_INVALID, "headers[%s]: name must be 1 to %d bytes", q,
-				       MAX_HEADER_NAME);
-		if (strncmp(k, "workflow.", 9) == 0)
-			return err_set(e, ERR_INVALID,
-				       "headers[%s]: the workflow. prefix is reserved", q);
-		if (!json_is_string(v))
-			return err_set(e, ERR_INVALID, "headers[%s]: must be a string", q);
-		if (json_string_length(v) > MAX_HEADER_VALUE ||
-		    strlen(json_string_value(v)) != json_string_length(v))
-			return err_set(e, ERR_INVALID,
-				       "headers[%s]: at most %d bytes, without NUL", q,
-				       MAX_HEADER_VALUE);
-	}
-	return ERR_OK;
-}
 
 void handle_run_submit(struct http_req *r)
 {
@@ -98,7 +64,7 @@ void handle_run_submit(struct http_req *r)
 
 	json_t *headers = json_object_get(body, "headers");
 	if (headers != NULL && !json_is_null(headers)) {
-		if (check_headers(headers, &e))
+		if (hc_check_headers("headers", headers, &e))
 			goto out;
 		headers_text = json_dumps(headers, JSON_COMPACT);
 	}
@@ -313,6 +279,115 @@ void handle_run_cancel(struct http_req *r)
 		goto out;
 	http_reply_json(r, res == RUN_CANCELLED ? 200 : 202, run);
 out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_run_rerun(struct http_req *r)
+{
+	static const char *const keys[] = {"from_step", "input", NULL};
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *body = NULL, *run = NULL;
+	char *input_text = NULL;
+	unsigned char hash[32];
+	const char *id;
+	int64_t from = 0;
+	if (path_run_id(r, &id, &e))
+		goto out;
+	if (http_req_has_body(r)) {
+		if (http_req_json(r, &body, &e) || hc_only_keys(body, keys, &e) ||
+		    hc_int(body, "from_step", 0, 2147483647, 0, &from, &e))
+			goto out;
+		json_t *input = json_object_get(body, "input");
+		if (input != NULL) {
+			if (from != 0) {
+				err_set(&e, ERR_INVALID, "input: only allowed with from_step 0");
+				goto out;
+			}
+			input_text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
+			if (input_text == NULL || canon_json_sha256(input, hash) != 0) {
+				err_set(&e, ERR_INTERNAL, "out of memory");
+				goto out;
+			}
+		}
+	}
+	if (hc_db(r, &c, &e) ||
+	    db_run_rerun(c, id, (int)from, input_text, input_text ? hash : NULL, &run, &e))
+		goto out;
+	http_reply_json(r, 201, run);
+out:
+	free(input_text);
+	json_decref(body);
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+}
+
+void handle_run_cancel_many(struct http_req *r)
+{
+	static const char *const keys[] = {"workflow", "status", "group_id", "created_before", NULL};
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *body = NULL;
+	struct strbuf st = {0};
+	const char *workflow, *group_id, *before;
+	int64_t ms;
+	int total = 0, n;
+	if (http_req_json(r, &body, &e) || hc_only_keys(body, keys, &e) ||
+	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &workflow, &e) ||
+	    hc_str(body, "group_id", IDS_MAX_RUN_ID + 1, &group_id, &e) ||
+	    hc_str(body, "created_before", 64, &before, &e))
+		goto out;
+	if (workflow != NULL && ids_check_workflow_name("workflow", workflow, strlen(workflow), &e))
+		goto out;
+	if (group_id != NULL && ids_check_run_id("group_id", group_id, strlen(group_id), &e))
+		goto out;
+	if (before != NULL && !timefmt_parse_rfc3339(before, &ms)) {
+		err_set(&e, ERR_INVALID, "created_before: must be an RFC 3339 timestamp");
+		goto out;
+	}
+	json_t *sv = json_object_get(body, "status");
+	if (sv != NULL && !json_is_null(sv)) {
+		if (!json_is_array(sv) || json_array_size(sv) == 0) {
+			err_set(&e, ERR_INVALID, "status: must be a non-empty array of statuses");
+			goto out;
+		}
+		struct strbuf joined = {0};
+		size_t i;
+		json_t *x;
+		json_array_foreach(sv, i, x) {
+			if (!json_is_string(x)) {
+				strbuf_cleanup(&joined);
+				err_set(&e, ERR_INVALID, "status[%zu]: must be a string", i);
+				goto out;
+			}
+			if (i > 0)
+				strbuf_puts(&joined, ",");
+			strbuf_puts(&joined, json_string_value(x));
+		}
+		enum err_code rc = parse_statuses(joined.data ? joined.data : "", &st, &e);
+		strbuf_cleanup(&joined);
+		if (rc)
+			goto out;
+	}
+	if (workflow == NULL && group_id == NULL && before == NULL && st.data == NULL) {
+		err_set(&e, ERR_INVALID,
+			"body: name at least one of workflow, status, group_id, created_before");
+		goto out;
+	}
+	if (hc_db(r, &c, &e))
+		goto out;
+	do {
+		if (db_run_cancel_many(c, workflow, st.data, group_id, before, 500, &n, &e))
+			goto out;
+		total += n;
+	} while (n == 500);
+	http_reply_json(r, 200, json_pack("{s:i}", "cancelled", total));
+out:
+	strbuf_cleanup(&st);
+	json_decref(body);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);

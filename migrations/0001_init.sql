@@ -89,7 +89,7 @@ CREATE INDEX run_list ON run (created_at DESC, run_id DESC);
 CREATE INDEX run_list_workflow ON run (workflow, created_at DESC, run_id DESC);
 CREATE INDEX run_active_workflow ON run (workflow)
 	WHERE status NOT IN ('succeeded', 'failed', 'cancelled');
-CREATE INDEX run_group ON run (group_id) WHERE group_id IS NOT NULL;
+CREATE INDEX run_by_group ON run (group_id) WHERE group_id IS NOT NULL;
 CREATE INDEX run_finished ON run (finished_at) WHERE finished_at IS NOT NULL;
 
 -- One row per settled attempt of a step: the run's history.
@@ -318,6 +318,9 @@ BEGIN
 		PERFORM pg_notify('hookflow_wake', '');
 	END IF;
 	PERFORM pg_notify('hookflow_done', r.run_id);
+	IF r.group_id IS NOT NULL THEN
+		PERFORM pg_notify('hookflow_done', 'group:' || r.group_id);
+	END IF;
 END
 $$;
 
@@ -995,5 +998,261 @@ BEGIN
 			LIMIT p_limit);
 	END IF;
 	RETURN greatest(n, d);
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Groups (SPEC 9): a recorded, ordered member set; member run ids are the hex
+-- SHA-256 of "<group_id>/<key>".
+CREATE TABLE run_group (
+	group_id      text PRIMARY KEY CHECK (group_id ~ '^[A-Za-z0-9_-]{1,128}$'),
+	workflow      text NOT NULL,
+	manifest_hash bytea NOT NULL,
+	total         integer NOT NULL,
+	created_at    timestamptz NOT NULL DEFAULT now(),
+	updated_at    timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE group_member (
+	group_id text NOT NULL,
+	ord      integer NOT NULL,
+	key      text NOT NULL,
+	run_id   text NOT NULL,
+	PRIMARY KEY (group_id, ord),
+	UNIQUE (group_id, key)
+);
+
+-- Starts generation n+1 of terminated run `r` (locked by the caller) at step
+-- `from_step` with `payload`: the run's memos stay, its history keeps the
+-- earlier generations.
+CREATE FUNCTION hf_restart(r run, from_step integer, p_payload jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE run SET status = 'pending', step = from_step, attempt = 0,
+		generation = r.generation + 1, job_id = hf_new_id(), payload = p_payload,
+		signal = NULL, seq = nextval('hf_seq'), next_at = now(), wait_key = NULL,
+		wait_timeout_at = NULL, cancel_requested = false, lease_owner = NULL,
+		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,
+		error = NULL, error_kind = NULL, final_step = NULL, finished_at = NULL,
+		updated_at = now()
+	WHERE run_id = r.run_id;
+	PERFORM pg_notify('hookflow_wake', '');
+END
+$$;
+
+-- Rerun (SPEC 4). Returns 'ok', 'not_found', 'run_active' or 'step_not_reached'.
+-- The payload of `from_step` is the one recorded for it (latest generation);
+-- `p_input` replaces the input when rerunning from step 0.
+CREATE FUNCTION hf_rerun(p_run_id text, p_from_step integer, p_input jsonb, p_input_hash bytea)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	r run;
+	pl jsonb;
+BEGIN
+	SELECT * INTO r FROM run WHERE run_id = p_run_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF r.status NOT IN ('succeeded', 'failed', 'cancelled') THEN
+		RETURN 'run_active';
+	END IF;
+	IF p_from_step = 0 THEN
+		pl := CASE WHEN p_input_hash IS NOT NULL THEN p_input ELSE r.input END;
+		IF p_input_hash IS NOT NULL THEN
+			UPDATE run SET input = p_input, input_hash = p_input_hash WHERE run_id = r.run_id;
+		END IF;
+	ELSE
+		SELECT a.payload INTO pl FROM step_attempt a
+		WHERE a.run_id = r.run_id AND a.step = p_from_step
+		ORDER BY a.generation DESC, a.id DESC LIMIT 1;
+		IF NOT FOUND THEN
+			IF r.step <> p_from_step THEN
+				RETURN 'step_not_reached';
+			END IF;
+			pl := r.payload;
+		END IF;
+	END IF;
+	PERFORM hf_restart(r, p_from_step, pl);
+	RETURN 'ok';
+END
+$$;
+
+-- Submits a group. p_members: [{"key", "run_id", "input", "input_hash" (hex),
+-- "headers"}] in order. Returns (outcome, submitted): outcome 'created',
+-- 'resubmitted', 'group_mismatch' or 'workflow_not_found'; submitted counts
+-- the members started now (new runs, and terminated members that did not
+-- succeed, which start a new generation).
+CREATE FUNCTION hf_group_submit(p_group_id text, p_workflow text, p_manifest bytea,
+				p_members jsonb, p_priority integer, p_max_attempts integer)
+RETURNS TABLE (outcome text, submitted integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+	w workflow;
+	g run_group;
+	created boolean := false;
+	n integer := 0;
+	m integer := 0;
+	r run;
+BEGIN
+	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
+	IF NOT FOUND THEN
+		outcome := 'workflow_not_found';
+		submitted := 0;
+		RETURN NEXT;
+		RETURN;
+	END IF;
+	INSERT INTO run_group (group_id, workflow, manifest_hash, total)
+	VALUES (p_group_id, p_workflow, p_manifest, jsonb_array_length(p_members))
+	ON CONFLICT (group_id) DO NOTHING;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	created := n > 0;
+	SELECT * INTO g FROM run_group WHERE group_id = p_group_id FOR UPDATE;
+	IF NOT created AND (g.manifest_hash <> p_manifest OR g.workflow <> p_workflow) THEN
+		outcome := 'group_mismatch';
+		submitted := 0;
+		RETURN NEXT;
+		RETURN;
+	END IF;
+	IF created THEN
+		INSERT INTO group_member (group_id, ord, key, run_id)
+		SELECT p_group_id, x.ord - 1, x.m->>'key', x.m->>'run_id'
+		FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord);
+	END IF;
+
+	-- New member runs, in one statement.
+	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, payload, headers,
+			 priority, max_attempts, seq, next_at, group_id, group_key)
+	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
+		decode(x.m->>'input_hash', 'hex'), x.m->'input', coalesce(x.m->'headers', '{}'),
+		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
+		nextval('hf_seq'), now(), p_group_id, x.m->>'key'
+	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
+	ORDER BY x.ord
+	ON CONFLICT (run_id) DO NOTHING;
+	GET DIAGNOSTICS n = ROW_COUNT;
+
+	-- Members whose last termination is not a success run again.
+	IF NOT created THEN
+		FOR r IN SELECT * FROM run x WHERE x.group_id = p_group_id
+			 AND x.status IN ('failed', 'cancelled') ORDER BY x.run_id FOR UPDATE
+		LOOP
+			PERFORM hf_restart(r, 0, r.input);
+			m := m + 1;
+		END LOOP;
+	END IF;
+	UPDATE run_group SET updated_at = now() WHERE group_id = p_group_id;
+	IF n + m > 0 THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	END IF;
+	outcome := CASE WHEN created THEN 'created' ELSE 'resubmitted' END;
+	submitted := n + m;
+	RETURN NEXT;
+END
+$$;
+
+-- Cancels active runs matching the filters (NULL: any), at most p_limit per
+-- call; returns how many were cancelled or asked to cancel.
+CREATE FUNCTION hf_cancel_many(p_workflow text, p_statuses text[], p_group_id text,
+			       p_created_before timestamptz, p_limit integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	rid text;
+	n integer := 0;
+	res text;
+BEGIN
+	FOR rid IN SELECT run_id FROM run
+		   WHERE status IN ('pending', 'scheduled', 'waiting', 'running')
+		     AND (p_workflow IS NULL OR workflow = p_workflow)
+		     AND (p_statuses IS NULL OR status = ANY (p_statuses))
+		     AND (p_group_id IS NULL OR group_id = p_group_id)
+		     AND (p_created_before IS NULL OR created_at < p_created_before)
+		   ORDER BY created_at LIMIT p_limit
+	LOOP
+		res := hf_cancel(rid);
+		IF res IN ('cancelled', 'cancelling') THEN
+			n := n + 1;
+		END IF;
+	END LOOP;
+	RETURN n;
+END
+$$;
+
+-- Forgets a group whose members are all terminal: its record, its members
+-- and their runs with their history, memos and replay records. Returns
+-- 'deleted', 'not_found' or 'group_active'.
+CREATE FUNCTION hf_group_forget(p_group_id text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	ids text[];
+BEGIN
+	PERFORM 1 FROM run_group WHERE group_id = p_group_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	SELECT array_agg(run_id) INTO ids FROM group_member WHERE group_id = p_group_id;
+	PERFORM 1 FROM run WHERE run_id = ANY (ids) FOR UPDATE;
+	IF EXISTS (SELECT 1 FROM run WHERE run_id = ANY (ids)
+		   AND status NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+		RETURN 'group_active';
+	END IF;
+	DELETE FROM step_attempt WHERE run_id = ANY (ids);
+	DELETE FROM memo WHERE run_id = ANY (ids);
+	DELETE FROM step_output WHERE run_id = ANY (ids);
+	DELETE FROM callback WHERE run_id = ANY (ids) AND status IN ('done', 'dead');
+	DELETE FROM run WHERE run_id = ANY (ids);
+	DELETE FROM group_member WHERE group_id = p_group_id;
+	DELETE FROM run_group WHERE group_id = p_group_id;
+	RETURN 'deleted';
+END
+$$;
+
+-- Redrives dead letter p_id. A callback is queued again with fresh attempts;
+-- a step reruns its run from that step with the dead step's payload.
+-- Returns 'callback', 'step', 'not_found' or 'run_active'.
+CREATE FUNCTION hf_redrive(p_id text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	d dead_letter;
+	r run;
+BEGIN
+	SELECT * INTO d FROM dead_letter WHERE id = p_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF d.kind = 'callback' THEN
+		UPDATE callback SET status = 'pending', attempt = 0, seq = nextval('hf_seq'),
+			next_at = now(), last_error = NULL, finished_at = NULL, updated_at = now()
+		WHERE id = d.id;
+		IF NOT FOUND THEN
+			-- The callback row was swept: queue it again from the dead letter.
+			INSERT INTO callback (id, run_id, generation, workflow, url, body, status,
+					      max_attempts, priority, seq, next_at)
+			SELECT d.id, d.run_id, d.generation, d.workflow,
+				coalesce(r2.callback_url, w.callback_url), d.payload, 'pending',
+				coalesce(r2.max_attempts, w.max_attempts, 3),
+				coalesce(r2.priority, w.priority, 1000), nextval('hf_seq'), now()
+			FROM (SELECT 1) one
+			LEFT JOIN run r2 ON r2.run_id = d.run_id
+			LEFT JOIN workflow w ON w.name = d.workflow
+			WHERE coalesce(r2.callback_url, w.callback_url) IS NOT NULL
+			ON CONFLICT (run_id, generation) DO UPDATE SET status = 'pending',
+				attempt = 0, seq = EXCLUDED.seq, next_at = now(), updated_at = now();
+		END IF;
+		DELETE FROM dead_letter WHERE id = d.id;
+		PERFORM pg_notify('hookflow_wake', '');
+		RETURN 'callback';
+	END IF;
+	SELECT * INTO r FROM run WHERE run_id = d.run_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RETURN 'not_found';
+	END IF;
+	IF r.status NOT IN ('succeeded', 'failed', 'cancelled') THEN
+		RETURN 'run_active';
+	END IF;
+	PERFORM hf_restart(r, d.step, d.payload);
+	DELETE FROM dead_letter WHERE id = d.id;
+	RETURN 'step';
 END
 $$;

@@ -60,6 +60,7 @@ struct http_req {
 	bool replied;
 	bool early_reply; /* replied before reading the body */
 	struct longpoll *lp;
+	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
 	char **allocs; /* decoded query values, freed with the request */
 	int nallocs;
 	int64_t started_ms;
@@ -334,10 +335,16 @@ enum http_longpoll_state http_longpoll_state(const struct http_req *r)
 	return fired ? HTTP_LP_FIRED : HTTP_LP_ARMED;
 }
 
-enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t wait_ms,
+static void lp_release(struct http_req *r);
+
+enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms,
 				struct err *e)
 {
-	if (r->lp != NULL)
+	int64_t now = timefmt_mono_ms();
+	if (r->wait_deadline == 0)
+		r->wait_deadline = now + wait_ms;
+	lp_release(r); /* a fired wait is re-armed with what is left of the deadline */
+	if (now >= r->wait_deadline)
 		return ERR_OK;
 	struct longpoll *lp = calloc(1, sizeof *lp);
 	if (lp == NULL)
@@ -348,7 +355,7 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t 
 	lp->listener = r->app->listener;
 	r->lp = lp;
 	pthread_mutex_lock(&lp->mu);
-	lp->waiter = listener_wait(r->app->listener, run_id, timefmt_mono_ms() + wait_ms, lp_fire, lp);
+	lp->waiter = listener_wait(r->app->listener, key, r->wait_deadline, lp_fire, lp);
 	if (lp->waiter == NULL) {
 		lp->fired = true;
 		pthread_mutex_unlock(&lp->mu);
@@ -357,6 +364,11 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t 
 	}
 	pthread_mutex_unlock(&lp->mu);
 	return ERR_OK;
+}
+
+bool http_longpoll_expired(const struct http_req *r)
+{
+	return r->wait_deadline != 0 && timefmt_mono_ms() >= r->wait_deadline;
 }
 
 bool http_longpoll_suspend(struct http_req *r)

@@ -89,10 +89,16 @@ enum http_longpoll_state { HTTP_LP_NONE = 0, HTTP_LP_ARMED, HTTP_LP_FIRED };
  * wait ended (the run terminated or the deadline passed). */
 enum http_longpoll_state http_longpoll_state(const struct http_req *r);
 
-/* Registers a waiter for run `run_id` for `wait_ms`. Call before the final
- * re-read of the run, so no termination can slip between read and wait. */
-enum err_code http_longpoll_arm(struct http_req *r, const char *run_id, int64_t wait_ms,
+/* Registers a waiter on `key` (a run id, or "group:<id>") until `wait_ms`
+ * after the first arm of this request; arming again after a wait fired
+ * re-arms with what is left. Call before the final re-read of the state, so
+ * no change can slip between read and wait. Arms nothing once the deadline
+ * has passed (http_longpoll_suspend then returns false). */
+enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms,
 				struct err *e);
+
+/* True once the deadline set by the first arm has passed. */
+bool http_longpoll_expired(const struct http_req *r);
 
 /* Suspends the connection until the waiter fires. Returns false when it has
  * already fired (reply now instead). */

@@ -1,0 +1,85 @@
+/* db/deadletter: SQL of the dead_letter table. */
+#include "db/deadletter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/internal.h"
+
+static const struct db_stmt q_list = {
+	"deadletter_list",
+	"SELECT jsonb_build_object('id', d.id, 'kind', d.kind, 'run_id', d.run_id,"
+	" 'workflow', d.workflow, 'generation', d.generation, 'step', d.step,"
+	" 'attempts', d.attempts, 'last_error', d.last_error,"
+	" 'last_http_status', d.last_http_status, 'payload', d.payload,"
+	" 'created_at', hf_ts(d.created_at)), hf_us(d.created_at), d.id"
+	" FROM dead_letter d WHERE ($1::text IS NULL OR d.workflow = $1)"
+	" AND ($2::text IS NULL OR d.kind = $2)"
+	" AND ($3::bigint IS NULL OR d.created_at < hf_from_us($3::bigint)"
+	"      OR (d.created_at = hf_from_us($3::bigint) AND d.id < $4))"
+	" ORDER BY d.created_at DESC, d.id DESC LIMIT $5",
+	5};
+static const struct db_stmt q_redrive = {"deadletter_redrive", "SELECT hf_redrive($1)", 1};
+static const struct db_stmt q_delete = {
+	"deadletter_delete", "DELETE FROM dead_letter WHERE id = $1 RETURNING 1", 1};
+
+enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
+				 int limit, const char *cursor, json_t **items, char **next,
+				 struct err *e)
+{
+	*items = NULL;
+	*next = NULL;
+	char *after_id = NULL;
+	int64_t after_us = 0;
+	if (cursor != NULL && db_cursor_decode(cursor, &after_us, &after_id, e))
+		return e->code;
+	char us[24], lim[16];
+	snprintf(us, sizeof us, "%lld", (long long)after_us);
+	snprintf(lim, sizeof lim, "%d", limit + 1);
+	const char *p[5] = {workflow, kind, after_id ? us : NULL, after_id, lim};
+	PGresult *r = db_exec(c, &q_list, p, e);
+	free(after_id);
+	if (r == NULL)
+		return e->code;
+	int n = PQntuples(r);
+	json_t *arr = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(arr, db_json(r, i, 0));
+	if (n > limit)
+		*next = db_cursor_encode(db_i64(r, limit - 1, 1), PQgetvalue(r, limit - 1, 2));
+	PQclear(r);
+	*items = arr;
+	return ERR_OK;
+}
+
+enum err_code db_deadletter_redrive(struct db_conn *c, const char *id, const char **kind,
+				    struct err *e)
+{
+	const char *p[1] = {id};
+	PGresult *r = db_exec(c, &q_redrive, p, e);
+	if (r == NULL)
+		return e->code;
+	char res[32];
+	snprintf(res, sizeof res, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (strcmp(res, "not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "dead letter %s not found", id);
+	if (strcmp(res, "run_active") == 0)
+		return err_set(e, ERR_RUN_ACTIVE, "the run of dead letter %s is active again", id);
+	*kind = strcmp(res, "step") == 0 ? "step" : "callback";
+	return ERR_OK;
+}
+
+enum err_code db_deadletter_delete(struct db_conn *c, const char *id, struct err *e)
+{
+	const char *p[1] = {id};
+	PGresult *r = db_exec(c, &q_delete, p, e);
+	if (r == NULL)
+		return e->code;
+	int n = PQntuples(r);
+	PQclear(r);
+	if (n == 0)
+		return err_set(e, ERR_NOT_FOUND, "dead letter %s not found", id);
+	return ERR_OK;
+}

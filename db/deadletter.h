@@ -1,0 +1,25 @@
+/* db/deadletter: dead steps and callbacks (SPEC 9). */
+#ifndef HOOKFLOW_DB_DEADLETTER_H
+#define HOOKFLOW_DB_DEADLETTER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "db/db.h"
+#include "service/err.h"
+
+/* Dead letters, newest first, filtered by workflow and kind ("step" or
+ * "callback"; NULL: any). */
+enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
+				 int limit, const char *cursor, json_t **items, char **next,
+				 struct err *e);
+
+/* Redrives dead letter `id`: *kind receives "step" or "callback" (static).
+ * Errors: ERR_NOT_FOUND; ERR_RUN_ACTIVE when a dead step's run runs again. */
+enum err_code db_deadletter_redrive(struct db_conn *c, const char *id, const char **kind,
+				    struct err *e);
+
+/* Deletes dead letter `id`, or ERR_NOT_FOUND. */
+enum err_code db_deadletter_delete(struct db_conn *c, const char *id, struct err *e);
+
+#endif

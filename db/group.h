@@ -1,0 +1,32 @@
+/* db/group: run groups and their members (SPEC 9). */
+#ifndef HOOKFLOW_DB_GROUP_H
+#define HOOKFLOW_DB_GROUP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "db/db.h"
+#include "service/err.h"
+
+/* Submits group `group_id`: `members_json` is the JSON array hf_group_submit
+ * takes; `manifest` the SHA-256 of the canonical member list. *created tells
+ * first submission from re-submission; *submitted how many members started.
+ * Errors: ERR_NOT_FOUND (workflow), ERR_GROUP_MISMATCH. */
+enum err_code db_group_submit(struct db_conn *c, const char *group_id, const char *workflow,
+			      const unsigned char manifest[32], const char *members_json,
+			      int priority, int max_attempts, bool *created, int *submitted,
+			      struct err *e);
+
+/* The group's JSON: counts and up to `limit` members after `cursor` (new
+ * reference), *next the next cursor or NULL, *done whether every member is
+ * terminal. ERR_NOT_FOUND for an unknown group. */
+enum err_code db_group_get(struct db_conn *c, const char *group_id, int limit, const char *cursor,
+			   json_t **out, char **next, bool *done, struct err *e);
+
+/* Cancels the group's active members; *n receives how many. */
+enum err_code db_group_cancel(struct db_conn *c, const char *group_id, int *n, struct err *e);
+
+/* Forgets a group: ERR_NOT_FOUND, or ERR_GROUP_ACTIVE while a member is active. */
+enum err_code db_group_forget(struct db_conn *c, const char *group_id, struct err *e);
+
+#endif
