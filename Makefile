@@ -26,20 +26,29 @@ endif
 LIB_SRC  := $(wildcard service/*.c handlers/*.c db/*.c)
 LIB_SRC  := $(filter-out service/main.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o \
-            $(BUILD)/gen/openapi.o
+            $(BUILD)/gen/openapi.o $(BUILD)/gen/dashboard.o
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_OBJ := $(BUILD)/service/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: all run test unit integration deps clean migrate format-check
+.PHONY: all run test unit integration contract e2e fuzz fuzz-smoke docker-smoke bench \
+        bench-smoke chaos deps clean migrate
 
 all: $(BUILD)/hookflow
 
+# V=1 shows the full compiler command lines.
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/gen/migrations.c: $(MIGRATIONS) scripts/embed-migrations.sh
 	@mkdir -p $(dir $@)
@@ -49,19 +58,25 @@ $(BUILD)/gen/openapi.c: openapi/openapi.yaml scripts/embed-text.sh
 	@mkdir -p $(dir $@)
 	scripts/embed-text.sh hookflow_openapi openapi/openapi.yaml > $@
 
+$(BUILD)/gen/dashboard.c: dashboard/index.html scripts/embed-text.sh
+	@mkdir -p $(dir $@)
+	scripts/embed-text.sh hookflow_dashboard dashboard/index.html > $@
+
 $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
-	$(CC) $(CFLAGS) -Wno-missing-variable-declarations -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -Wno-missing-variable-declarations -c $< -o $@
 
 $(BUILD)/libhookflow.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/hookflow: $(MAIN_OBJ) $(BUILD)/libhookflow.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhookflow.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhookflow.a $(LDLIBS) -lcmocka
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhookflow.a $(LDLIBS) -lcmocka
 
 -include $(DEPS)
 
@@ -87,10 +102,35 @@ unit:
 integration: all
 	@scripts/integration.sh
 
+# The OpenAPI contract: lint, generated TypeScript client, responses checked
+# against the schemas (tests/contract, pinned npm packages).
+contract: all
+	@tests/contract/run.sh
+
+# The dashboard in headless Chromium (tests/e2e).
+e2e: all
+	@tests/e2e/run.sh
+
+# libFuzzer targets: `make fuzz` runs each for FUZZ_SECONDS (default 60);
+# `make fuzz-smoke` (part of make test) runs each briefly from the corpus.
+fuzz:
+	@tests/fuzz/run.sh $${FUZZ_SECONDS:-60}
+
+fuzz-smoke:
+	@tests/fuzz/run.sh 5
+
+# The Docker deployment path, when this machine can run a Docker engine.
+docker-smoke: all
+	@docker/smoke-test.sh
+
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory contract
+	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory docker-smoke
 
 clean:
 	rm -rf build

@@ -1,7 +1,9 @@
 /* handlers/common: pooled connections, paging and field validation for handlers. */
 #include "handlers/common.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +119,38 @@ enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, 
 	return ERR_OK;
 }
 
-enum err_code hc_check_url(const char *field, const char *url, struct err *e)
+/* A host written as an IP address is checked against the egress policy now,
+ * for early feedback; names are checked at call time, after DNS. */
+static enum err_code check_literal_host(const struct netpolicy *egress, const char *field,
+					const char *host, struct err *e)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	char h[INET6_ADDRSTRLEN + 2];
+	size_t n = strlen(host);
+	if (n >= sizeof h)
+		return ERR_OK;
+	memcpy(h, host, n + 1);
+	if (h[0] == '[' && n > 2 && h[n - 1] == ']') {
+		memmove(h, h + 1, n - 2);
+		h[n - 2] = '\0';
+	}
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, h, &v4->sin_addr) == 1)
+		v4->sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, h, &v6->sin6_addr) == 1)
+		v6->sin6_family = AF_INET6;
+	else
+		return ERR_OK;
+	char why[160];
+	if (!netpolicy_allowed(egress, (struct sockaddr *)&ss, why, sizeof why))
+		return err_set(e, ERR_INVALID, "%s: %s", field, why);
+	return ERR_OK;
+}
+
+enum err_code hc_check_url(const struct netpolicy *egress, const char *field, const char *url,
+			   struct err *e)
 {
 	if (strlen(url) > HC_MAX_URL)
 		return err_set(e, ERR_INVALID, "%s: longer than %d bytes", field, HC_MAX_URL);
@@ -132,6 +165,8 @@ enum err_code hc_check_url(const char *field, const char *url, struct err *e)
 		rc = err_set(e, ERR_INVALID, "%s: must be an absolute http or https URL", field);
 	else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
 		rc = err_set(e, ERR_INVALID, "%s: scheme must be http or https", field);
+	else
+		rc = check_literal_host(egress, field, host, e);
 	curl_free(scheme);
 	curl_free(host);
 	curl_url_cleanup(h);

@@ -11,6 +11,7 @@
 #include "db/db.h"
 #include "service/err.h"
 #include "service/http.h"
+#include "service/netpolicy.h"
 
 #define HC_DB_WAIT_MS 5000
 #define HC_MAX_URL 2048
@@ -41,8 +42,9 @@ enum err_code hc_str(const json_t *obj, const char *name, size_t max, const char
 enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, struct err *e);
 
 /* Validates an http(s) URL (absolute, with a host, at most HC_MAX_URL bytes)
- * named `field`. */
-enum err_code hc_check_url(const char *field, const char *url, struct err *e);
+ * named `field`; a host given as an IP address must pass `egress`. */
+enum err_code hc_check_url(const struct netpolicy *egress, const char *field, const char *url,
+			   struct err *e);
 
 /* Parses query parameter `name` as an integer in [lo, hi] (`def` when
  * absent). */

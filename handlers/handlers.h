@@ -11,6 +11,9 @@ void handle_readyz(struct http_req *r);
 void handle_metrics(struct http_req *r);
 void handle_openapi(struct http_req *r);
 
+/* handlers/dashboard.c */
+void handle_dashboard(struct http_req *r);
+
 /* handlers/workflows.c */
 void handle_workflow_put(struct http_req *r);
 void handle_workflow_get(struct http_req *r);

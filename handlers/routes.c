@@ -8,6 +8,7 @@ const struct route routes[] = {
 	{"GET", "/readyz", handle_readyz, ROUTE_PUBLIC},
 	{"GET", "/metrics", handle_metrics, ROUTE_PUBLIC},
 	{"GET", "/openapi.yaml", handle_openapi, ROUTE_PUBLIC},
+	{"GET", "/", handle_dashboard, ROUTE_PUBLIC},
 	{"GET", "/v1/workflows", handle_workflow_list, ROUTE_API},
 	{"PUT", "/v1/workflows/{}", handle_workflow_put, ROUTE_API},
 	{"GET", "/v1/workflows/{}", handle_workflow_get, ROUTE_API},

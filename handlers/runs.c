@@ -94,7 +94,7 @@ void handle_run_submit(struct http_req *r)
 	}
 	if (hc_str(body, "callback_url", HC_MAX_URL, &s.callback_url, &e))
 		goto out;
-	if (s.callback_url != NULL && hc_check_url("callback_url", s.callback_url, &e))
+	if (s.callback_url != NULL && hc_check_url(&http_req_app(r)->cfg->egress, "callback_url", s.callback_url, &e))
 		goto out;
 	if (effects_parse(json_object_get(body, "kv"), "kv", &fx, &e))
 		goto out;

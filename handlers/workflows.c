@@ -15,7 +15,8 @@ static const char *const workflow_keys[] = {
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
 
 /* Validates a workflow body into `w` (strings borrowed from `body`). */
-static enum err_code parse_workflow(const json_t *body, struct workflow_def *w, struct err *e)
+static enum err_code parse_workflow(const json_t *body, struct workflow_def *w,
+				    const struct netpolicy *egress, struct err *e)
 {
 	int64_t n;
 	if (hc_only_keys(body, workflow_keys, e))
@@ -29,11 +30,11 @@ static enum err_code parse_workflow(const json_t *body, struct workflow_def *w, 
 		return e->code;
 	if (w->url == NULL)
 		return err_set(e, ERR_INVALID, "url: required");
-	if (hc_check_url("url", w->url, e))
+	if (hc_check_url(egress, "url", w->url, e))
 		return e->code;
 	if (hc_str(body, "callback_url", HC_MAX_URL, &w->callback_url, e))
 		return e->code;
-	if (w->callback_url != NULL && hc_check_url("callback_url", w->callback_url, e))
+	if (w->callback_url != NULL && hc_check_url(egress, "callback_url", w->callback_url, e))
 		return e->code;
 	if (hc_int(body, "timeout_ms", 1, 3600000, 30000, &n, e))
 		return e->code;
@@ -80,7 +81,7 @@ void handle_workflow_put(struct http_req *r)
 	struct workflow_def w = {.name = http_req_param(r, 0)};
 	bool created = false;
 	if (ids_check_workflow_name("name", w.name, strlen(w.name), &e) ||
-	    http_req_json(r, &body, &e) || parse_workflow(body, &w, &e) || hc_db(r, &c, &e) ||
+	    http_req_json(r, &body, &e) || parse_workflow(body, &w, &http_req_app(r)->cfg->egress, &e) || hc_db(r, &c, &e) ||
 	    db_workflow_put(c, &w, &created, &out, &e))
 		goto out;
 	http_reply_json(r, created ? 201 : 200, out);

@@ -146,6 +146,9 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 	c->poll_ms = (int)n;
 
+	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"), e))
+		return e->code;
+
 	/* Test-only: lets the integration tests stop the process at a chosen
 	 * point ("exit_before_settle": after storing replay records, before the
 	 * settlement). Never set it in production. */

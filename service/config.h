@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "service/err.h"
+#include "service/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
 
@@ -30,6 +31,7 @@ struct config {
 	int http_threads;         /* HOOKFLOW_HTTP_THREADS, default 4 */
 	int db_pool;              /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;              /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
+	struct netpolicy egress;  /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
 	char *test_fault;         /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 

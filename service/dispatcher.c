@@ -354,12 +354,14 @@ static bool ensure_db(struct worker *w)
 	return true;
 }
 
-static void flush_settlements(struct worker *w)
+/* Commits the pending settlements; returns true when it committed any (a
+ * settled step may have made its next step claimable right away). */
+static bool flush_settlements(struct worker *w)
 {
 	if (json_array_size(w->steps_out) == 0 && json_array_size(w->callbacks_out) == 0)
-		return;
+		return false;
 	if (timefmt_mono_ms() < w->settle_retry_at || !ensure_db(w))
-		return;
+		return false;
 	if (json_array_size(w->outputs_out) > 0) {
 		/* Replay records commit before the settlements they describe, so a
 		 * crash in between replays the answer instead of calling again. */
@@ -368,7 +370,7 @@ static void flush_settlements(struct worker *w)
 			log_warn("dispatcher", "storing replay records failed, will retry",
 				 "worker=%d error=\"%s\"", w->index, e.msg);
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-			return;
+			return false;
 		}
 		json_array_clear(w->outputs_out);
 		if (w->d->cfg->test_fault != NULL &&
@@ -388,7 +390,7 @@ static void flush_settlements(struct worker *w)
 				 "worker=%d items=%zu error=\"%s\"", w->index, json_array_size(*queues[k]),
 				 e.msg);
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-			return;
+			return false;
 		}
 		if (lost > 0) {
 			metrics_claims_lost(lost);
@@ -397,6 +399,7 @@ static void flush_settlements(struct worker *w)
 		}
 		json_array_clear(*queues[k]);
 	}
+	return true;
 }
 
 static void on_renewed(void *arg, enum job_kind kind, const char *id, bool cancel_requested)
@@ -622,7 +625,8 @@ static void *worker_main(void *arg)
 		struct webhook_call *call;
 		while ((call = webhook_client_take_done(w->wc)) != NULL)
 			complete(w, call);
-		flush_settlements(w);
+		if (flush_settlements(w))
+			want_claim = true; /* claim a next step without waiting for its NOTIFY */
 		renew(w);
 
 		if (!draining && want_claim)
@@ -696,7 +700,7 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		struct worker *w = &d->workers[i];
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes) : NULL;
+		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes, &d->cfg->egress) : NULL;
 		w->steps_out = json_array();
 		w->outputs_out = json_array();
 		w->callbacks_out = json_array();

@@ -429,6 +429,11 @@ void verdict_from_call(const struct call_result *r, bool expect_outcome, int64_t
 
 	memset(v, 0, sizeof *v);
 	v->retry_after_ms = -1;
+	if (r->refused != NULL) {
+		v->kind = VERDICT_PERMANENT;
+		snprintf(v->error, sizeof v->error, "webhook address refused: %s", r->refused);
+		return;
+	}
 	if (r->timed_out) {
 		v->kind = VERDICT_TRANSIENT;
 		snprintf(v->error, sizeof v->error, "timed out after %" PRId64 " ms",

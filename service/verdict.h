@@ -66,6 +66,7 @@ struct call_result {
 	const char *body;            /* response body (possibly truncated copy) */
 	size_t body_len;
 	const char *retry_after;     /* raw Retry-After header value, or NULL */
+	const char *refused;         /* the address policy refused the connection: why */
 };
 
 enum verdict_kind { VERDICT_OK = 1, VERDICT_TRANSIENT, VERDICT_PERMANENT };
@@ -78,6 +79,7 @@ struct verdict {
 };
 
 /* Classifies one call (SPEC section 5 table):
+ *  - an address the egress policy refused: permanent;
  *  - transport errors (refused, DNS, TLS, reset) and timeouts: transient;
  *  - too_large: permanent "response body exceeds N bytes";
  *  - 2xx: when `expect_outcome` (a step call) the body must parse as an

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "service/log.h"
@@ -30,6 +31,7 @@ struct webhook_call {
 	bool too_large;
 	bool header_too_large;
 	size_t header_bytes;
+	char refused[160];         /* why the egress policy refused the address */
 	char retry_after[128];
 	bool has_retry_after;
 	long status;
@@ -50,6 +52,7 @@ struct webhook_client {
 	CURLM *multi;
 	int epfd;
 	int64_t max_response;
+	const struct netpolicy *egress;
 	int64_t timer_at; /* monotonic ms when curl wants its timeout, or -1 */
 	int inflight;
 	bool *fds;       /* fds[fd]: watched by this client */
@@ -106,7 +109,20 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp)
 	return 0;
 }
 
-struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes)
+/* curl's open-socket hook: the address is final here (after DNS), so the
+ * egress policy is checked on what will really be connected to. */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct webhook_call *call = clientp;
+	(void)purpose;
+	if (!netpolicy_allowed(call->wc->egress, &a->addr, call->refused, sizeof call->refused))
+		return CURL_SOCKET_BAD;
+	call->refused[0] = '\0';
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
+					  const struct netpolicy *egress)
 {
 	struct webhook_client *wc = calloc(1, sizeof *wc);
 	if (wc == NULL)
@@ -118,6 +134,7 @@ struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes)
 	}
 	wc->epfd = epfd;
 	wc->max_response = max_response_bytes;
+	wc->egress = egress;
 	wc->timer_at = -1;
 	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
 	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETDATA, wc);
@@ -317,6 +334,8 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, call->errbuf);
 	curl_easy_setopt(c, CURLOPT_PRIVATE, call);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, call);
 	call->started_ms = timefmt_mono_ms();
 	CURLMcode mc = curl_multi_add_handle(wc->multi, c);
 	if (mc != CURLM_OK) {
@@ -404,6 +423,10 @@ void webhook_call_result(const struct webhook_call *call, struct call_result *r)
 	if (call->too_large || call->code == CURLE_FILESIZE_EXCEEDED) {
 		r->too_large = true;
 		r->status = call->status;
+		return;
+	}
+	if (call->refused[0] != '\0' && call->code != CURLE_OK) {
+		r->refused = call->refused;
 		return;
 	}
 	if (call->aborted) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "service/err.h"
+#include "service/netpolicy.h"
 #include "service/verdict.h"
 
 #define WEBHOOK_USER_AGENT "hookflow/0.1.0"
@@ -36,8 +37,10 @@ struct webhook_request {
 /* Creates a client that registers its sockets on `epfd` (borrowed: the
  * caller's epoll instance; events carry the socket fd in data.fd, so the
  * caller must not use data.fd values that are sockets for other purposes).
- * Returns NULL when out of memory. */
-struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes);
+ * Every connection's address is checked against `egress` (borrowed) before
+ * curl connects. Returns NULL when out of memory. */
+struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
+					  const struct netpolicy *egress);
 
 /* Aborts every call still in flight and frees the client. NULL is a no-op. */
 void webhook_client_free(struct webhook_client *wc);
