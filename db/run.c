@@ -41,7 +41,8 @@ static const struct db_stmt q_list = {
 	"      OR (r.created_at = hf_from_us($6::bigint) AND r.run_id < $7))"
 	" ORDER BY r.created_at DESC, r.run_id DESC LIMIT $8",
 	8};
-static const struct db_stmt q_cancel = {"run_cancel", "SELECT hf_cancel($1)", 1};
+static const struct db_stmt q_cancel = {"run_cancel",
+					"SELECT outcome, run FROM hf_cancel_run($1)", 1};
 static const struct db_stmt q_rerun = {
 	"run_rerun", "SELECT hf_rerun($1, $2::integer, $3::jsonb, $4::bytea)", 4};
 static const struct db_stmt q_cancel_many = {
@@ -161,13 +162,17 @@ enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_canc
 		return e->code;
 	char outcome[32];
 	snprintf(outcome, sizeof outcome, "%s", PQgetvalue(r, 0, 0));
+	enum err_code rc = ERR_OK;
+	if (strcmp(outcome, "not_found") == 0) {
+		rc = err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+	} else if (strcmp(outcome, "already_terminal") == 0) {
+		rc = err_set(e, ERR_ALREADY_TERMINAL, "run %s has already terminated", run_id);
+	} else {
+		*res = strcmp(outcome, "cancelled") == 0 ? RUN_CANCELLED : RUN_CANCELLING;
+		*run = db_json(r, 0, 1);
+	}
 	PQclear(r);
-	if (strcmp(outcome, "not_found") == 0)
-		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
-	if (strcmp(outcome, "already_terminal") == 0)
-		return err_set(e, ERR_ALREADY_TERMINAL, "run %s has already terminated", run_id);
-	*res = strcmp(outcome, "cancelled") == 0 ? RUN_CANCELLED : RUN_CANCELLING;
-	return db_run_get(c, run_id, run, NULL, e);
+	return rc;
 }
 
 enum err_code db_run_rerun(struct db_conn *c, const char *run_id, int from_step,

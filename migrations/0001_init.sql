@@ -732,7 +732,7 @@ BEGIN
 						 last_error, last_http_status, payload)
 			VALUES (c.id, 'callback', c.run_id, c.workflow, c.generation, NULL, c.attempt,
 				it->>'reason', (it->>'http_status')::integer, c.body)
-			ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts,
+			ON CONFLICT ON CONSTRAINT dead_letter_pkey DO UPDATE SET attempts = EXCLUDED.attempts,
 				last_error = EXCLUDED.last_error,
 				last_http_status = EXCLUDED.last_http_status, created_at = now();
 		ELSE
@@ -781,6 +781,17 @@ BEGIN
 		PERFORM pg_notify('hookflow_cancel', r.run_id);
 	END IF;
 	RETURN 'cancelling';
+END
+$$;
+
+-- hf_cancel for the API: the outcome and the run as this transaction left it
+-- (a later read could already see the settlement of an aborted call).
+CREATE FUNCTION hf_cancel_run(p_run_id text) RETURNS TABLE (outcome text, run jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+	outcome := hf_cancel(p_run_id);
+	SELECT hf_run_json(r) INTO run FROM run r WHERE r.run_id = p_run_id;
+	RETURN NEXT;
 END
 $$;
 

@@ -354,6 +354,31 @@ static bool ensure_db(struct worker *w)
 	return true;
 }
 
+/* After a batch failed for a reason other than the database being away,
+ * settles each item on its own so one bad item cannot hold the others back.
+ * An item that still fails is dropped and logged: its claim's lease expires
+ * and the job is delivered again. Returns how many claims were lost. */
+static int settle_one_by_one(struct worker *w, enum job_kind kind, json_t *items)
+{
+	int lost = 0;
+	size_t i;
+	json_t *it;
+	json_array_foreach(items, i, it) {
+		json_t *one = json_array();
+		json_array_append(one, it);
+		struct err e = {0};
+		int l = 0;
+		if (db_jobs_settle(w->db, kind, one, &l, &e)) {
+			const char *id = json_string_value(json_object_get(it, kind == JOB_STEP ? "run_id" : "id"));
+			log_error("dispatcher", "settlement dropped; the job will be delivered again",
+				  "worker=%d id=%s error=\"%s\"", w->index, id ? id : "?", e.msg);
+		}
+		lost += l;
+		json_decref(one);
+	}
+	return lost;
+}
+
 /* Commits the pending settlements; returns true when it committed any (a
  * settled step may have made its next step claimable right away). */
 static bool flush_settlements(struct worker *w)
@@ -384,13 +409,17 @@ static bool flush_settlements(struct worker *w)
 		if (json_array_size(*queues[k]) == 0)
 			continue;
 		struct err e = {0};
+		enum job_kind kind = k == 0 ? JOB_STEP : JOB_CALLBACK;
 		int lost = 0;
-		if (db_jobs_settle(w->db, k == 0 ? JOB_STEP : JOB_CALLBACK, *queues[k], &lost, &e)) {
-			log_warn("dispatcher", "settlement failed, will retry",
-				 "worker=%d items=%zu error=\"%s\"", w->index, json_array_size(*queues[k]),
-				 e.msg);
-			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-			return false;
+		if (db_jobs_settle(w->db, kind, *queues[k], &lost, &e)) {
+			if (e.code == ERR_UNAVAILABLE) {
+				log_warn("dispatcher", "settlement failed, will retry",
+					 "worker=%d items=%zu error=\"%s\"", w->index,
+					 json_array_size(*queues[k]), e.msg);
+				w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+				return false;
+			}
+			lost = settle_one_by_one(w, kind, *queues[k]);
 		}
 		if (lost > 0) {
 			metrics_claims_lost(lost);
