@@ -7,7 +7,7 @@ echo '#include "db/migrate.h"'
 echo 'const struct db_migration db_migrations[] = {'
 for f in "$@"; do
 	printf '\t{"%s",\n' "$(basename "$f" .sql)"
-	awk '{ gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t/, "\\t"); printf "\t \"%s\\n\"\n", $0 }' "$f"
+	awk '{ gsub(/\\/, "&&"); gsub(/"/, "\\\""); gsub(/\t/, "\\t"); printf "\t \"%s\\n\"\n", $0 }' "$f"
 	printf '\t},\n'
 done
 echo '};'

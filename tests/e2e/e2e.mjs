@@ -1,0 +1,560 @@
+// The dashboard end to end: hookflow (started by run.sh, with API tokens), the
+// webhook of webhook.mjs, and Debian's chromium driven by playwright-core.
+//
+// Environment (set by run.sh):
+//   E2E_BASE_URL      the hookflow under test, e.g. http://127.0.0.1:40123
+//   E2E_TOKEN         one of its HOOKFLOW_API_TOKENS
+//   E2E_CHROMIUM      the browser (/usr/bin/chromium)
+//   E2E_PROFILE       a fresh, empty directory for --user-data-dir
+//   E2E_OUT           where screenshots go (build/e2e)
+//   E2E_DASHBOARD     dashboard/index.html, to compare with what GET / serves
+//
+// Every check asserts through the page and double-checks through the API. Waits
+// are conditions polled until a deadline, never fixed sleeps. Prints one line per
+// check and "e2e: N passed, M failed"; exits 1 when a check failed.
+import { createHash } from 'node:crypto';
+import { readFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+import { startWebhook } from './webhook.mjs';
+
+const base = must('E2E_BASE_URL');
+const token = must('E2E_TOKEN');
+const chromiumPath = must('E2E_CHROMIUM');
+const profile = must('E2E_PROFILE');
+const outDir = must('E2E_OUT');
+const dashboardSrc = must('E2E_DASHBOARD');
+
+function must(name) {
+	const v = process.env[name];
+	if (!v) {
+		console.error(`e2e: ${name} is not set (run tests/e2e/run.sh)`);
+		process.exit(2);
+	}
+	return v;
+}
+
+// ---- checks ----------------------------------------------------------------
+
+let passed = 0;
+let failed = 0;
+const started = Date.now();
+
+async function check(name, fn) {
+	const t0 = Date.now();
+	try {
+		await fn();
+		passed++;
+		console.log(`ok    ${name} (${Date.now() - t0} ms)`);
+	} catch (e) {
+		failed++;
+		console.log(`FAIL  ${name} (${Date.now() - t0} ms)\n      ${String((e && e.stack) || e).split('\n').join('\n      ')}`);
+		// Without the service every later check would only wait for its deadline.
+		const alive = await fetch(base + '/healthz').then((r) => r.ok, () => false);
+		if (!alive) throw new Error(`hookflow no longer answers on ${base}: stopping here`);
+	}
+}
+
+function assert(cond, message) {
+	if (!cond) throw new Error(message);
+}
+
+function eqSet(a, b) {
+	const x = [...a].sort();
+	const y = [...b].sort();
+	return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+// Polls `fn` until it returns a truthy value or the deadline passes.
+async function until(what, fn, timeout = 15000) {
+	const end = Date.now() + timeout;
+	let last = null;
+	for (;;) {
+		try {
+			const v = await fn();
+			if (v) return v;
+			last = null;
+		} catch (e) {
+			last = e;
+		}
+		if (Date.now() > end)
+			throw new Error(`timed out after ${timeout} ms waiting for ${what}` +
+				(last ? `: ${last.message}` : ''));
+		await new Promise((r) => setTimeout(r, 100));
+	}
+}
+
+// ---- the API -----------------------------------------------------------------
+
+async function api(method, p, body) {
+	const headers = { Authorization: `Bearer ${token}` };
+	if (body !== undefined) headers['Content-Type'] = 'application/json';
+	const res = await fetch(base + p, {
+		method,
+		headers,
+		body: body === undefined ? undefined : JSON.stringify(body),
+	});
+	const text = await res.text();
+	let data = null;
+	try {
+		data = text ? JSON.parse(text) : null;
+	} catch {
+		data = null;
+	}
+	return { status: res.status, data, text, headers: res.headers };
+}
+
+async function apiOk(method, p, body) {
+	const r = await api(method, p, body);
+	if (r.status < 200 || r.status > 299)
+		throw new Error(`${method} ${p} answered ${r.status}: ${r.text}`);
+	return r.data;
+}
+
+const getRun = (id) => apiOk('GET', `/v1/runs/${encodeURIComponent(id)}`);
+const getSteps = async (id) => (await apiOk('GET', `/v1/runs/${encodeURIComponent(id)}/steps`)).steps;
+const deadLetters = async (q = '') => (await apiOk('GET', `/v1/dead-letters?limit=1000${q}`)).dead_letters;
+
+// ---- the scenario ----------------------------------------------------------
+
+const WF = 'e2e-orders';
+const WF_OTHER = 'e2e-other';
+const GROUP = 'e2e-batch';
+const OK_RUNS = Array.from({ length: 9 }, (_, i) => `ok-${String(i + 1).padStart(2, '0')}`);
+const WAIT_KEY = 'approval:wait-1/manager';
+const BUFFERED_KEY = 'e2e buffered/key é?#%';
+const groupRunId = (key) => createHash('sha256').update(`${GROUP}/${key}`).digest('hex');
+const GROUP_RUNS = [groupRunId('a'), groupRunId('b')];
+
+const hook = await startWebhook();
+let allRuns = [];
+let context = null;
+let page = null;
+const pageErrors = [];
+const foreignRequests = [];
+
+async function setup() {
+	const wf = {
+		url: `${hook.url}/steps`,
+		callback_url: `${hook.url}/callbacks/ok`,
+		timeout_ms: 120000,
+		max_attempts: 3,
+		retry_backoff: { base_ms: 50, max_ms: 500 },
+	};
+	await apiOk('PUT', `/v1/workflows/${WF}`, wf);
+	await apiOk('PUT', `/v1/workflows/${WF_OTHER}`, wf);
+	const submit = (run_id, mode, extra = {}) =>
+		apiOk('POST', '/v1/runs', {
+			workflow: WF, run_id, input: { order: run_id }, headers: { mode }, ...extra,
+		});
+	for (const id of OK_RUNS) await submit(id, 'ok');
+	await submit('flaky-1', 'flaky');
+	await submit('fail-rerun', 'fail');
+	await submit('fail-redrive', 'fail');
+	await submit('wait-1', 'wait', { input: { key: WAIT_KEY } });
+	await submit('hang-1', 'hang');
+	await submit('cb-broken', 'ok', { callback_url: `${hook.url}/callbacks/broken` });
+	await submit('other-1', 'ok', { workflow: WF_OTHER });
+	await apiOk('PUT', `/v1/groups/${GROUP}`, {
+		workflow: WF,
+		headers: { mode: 'ok' },
+		members: [{ key: 'a', input: { i: 1 } }, { key: 'b', input: { i: 2 } }],
+	});
+
+	const want = {
+		'flaky-1': 'succeeded', 'fail-rerun': 'failed', 'fail-redrive': 'failed',
+		'wait-1': 'waiting', 'hang-1': 'running', 'cb-broken': 'succeeded', 'other-1': 'succeeded',
+	};
+	for (const id of [...OK_RUNS, ...GROUP_RUNS]) want[id] = 'succeeded';
+	allRuns = Object.keys(want);
+	await until('every run to settle', async () => {
+		const { runs } = await apiOk('GET', '/v1/runs?limit=1000');
+		const got = Object.fromEntries(runs.map((r) => [r.run_id, r.status]));
+		return Object.entries(want).every(([id, st]) => got[id] === st) && hook.state.hanging.has('hang-1');
+	}, 30000);
+}
+
+async function tableRunIds(table) {
+	return page.$$eval(`#${table} tbody tr`, (trs) => trs.map((tr) => tr.getAttribute('data-run-id')));
+}
+
+async function text(sel) {
+	return ((await page.textContent(sel)) || '').trim();
+}
+
+async function statusBadge() {
+	return page.getAttribute('#run-status .badge', 'data-status').catch(() => null);
+}
+
+async function gotoHash(hash) {
+	await page.evaluate((h) => { location.hash = h; }, hash);
+}
+
+async function openRun(id) {
+	await gotoHash(`#/runs/${encodeURIComponent(id)}`);
+	await until(`run ${id} to be shown`, async () =>
+		(await text('#run-id')) === id && (await statusBadge()) !== null);
+}
+
+async function stepRows() {
+	return page.$$eval('#steps-table tbody tr', (trs) => trs.map((tr) => ({
+		step: Number(tr.getAttribute('data-step')),
+		attempt: Number(tr.getAttribute('data-attempt')),
+		generation: Number(tr.getAttribute('data-generation')),
+		result: (tr.querySelector('[data-col=result] .badge') || {}).textContent || null,
+		http: tr.querySelector('[data-col=http]').textContent.trim(),
+		error: tr.querySelector('[data-col=error]').textContent.trim(),
+		duration: tr.children[6].textContent.trim(),
+	})));
+}
+
+const shots = [];
+async function shot(name) {
+	mkdirSync(outDir, { recursive: true });
+	const file = path.join(outDir, name);
+	await page.screenshot({ path: file, fullPage: true });
+	shots.push(file);
+}
+
+async function noticeText() {
+	return page.isVisible('#notice').then((v) => (v ? text('#notice .msg') : ''));
+}
+
+// ---- run -------------------------------------------------------------------
+
+try {
+	await check('setup: workflows, runs and a group submitted over the API, all settled', setup);
+
+	await check('dead letters recorded: the two failed steps (500) and the broken callback (404)', async () => {
+		await until('the dead letters', async () => {
+			const d = await deadLetters();
+			const has = (kind, run, status) =>
+				d.some((x) => x.kind === kind && x.run_id === run && x.last_http_status === status);
+			return has('step', 'fail-rerun', 500) && has('step', 'fail-redrive', 500) &&
+				has('callback', 'cb-broken', 404);
+		}, 15000);
+	});
+
+	await check('GET / serves the embedded dashboard, self-contained', async () => {
+		const res = await fetch(base + '/');
+		assert(res.status === 200, `GET / answered ${res.status}`);
+		const ct = res.headers.get('content-type');
+		assert(ct === 'text/html; charset=utf-8', `content-type ${ct}`);
+		const body = await res.text();
+		assert(body === readFileSync(dashboardSrc, 'utf8'), 'GET / differs from dashboard/index.html');
+		assert(body.length < 60 * 1024, `the page is ${body.length} bytes`);
+		assert(!/<script[^>]+src=|<link[^>]+href=|@import|url\(/i.test(body), 'the page loads something external');
+		const api401 = await fetch(base + '/v1/runs');
+		assert(api401.status === 401, `GET /v1/runs without a token answered ${api401.status}`);
+	});
+
+	context = await chromium.launchPersistentContext(profile, {
+		executablePath: chromiumPath,
+		headless: true,
+		args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+			'--disable-background-networking', '--disable-component-update', '--disable-sync'],
+		viewport: { width: 1360, height: 900 },
+	});
+	context.setDefaultTimeout(15000);
+	page = context.pages()[0] || (await context.newPage());
+	page.on('pageerror', (e) => pageErrors.push(String(e)));
+	page.on('console', (m) => {
+		// A 401/404 answer is logged by the browser as a failed resource load.
+		if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(m.text());
+	});
+	page.on('request', (r) => {
+		if (!r.url().startsWith(base + '/')) foreignRequests.push(r.url());
+	});
+
+	await check('asks for the API token on 401, refuses a wrong one, accepts the right one', async () => {
+		await page.goto(base + '/');
+		await page.locator('#token-view').waitFor({ state: 'visible' });
+		await shot('token.png');
+		await page.fill('#token-input', 'not-the-right-token-at-all');
+		await page.click('#token-form button[type=submit]');
+		await until('the refusal of the wrong token', async () =>
+			(await page.isVisible('#token-view')) && /refused/.test(await text('#token-error')));
+		await page.fill('#token-input', token);
+		await page.press('#token-input', 'Enter');
+		await page.locator('#runs-view').waitFor({ state: 'visible' });
+		await until('the run list', async () => (await tableRunIds('runs-table')).length === allRuns.length);
+		assert(await page.isHidden('#token-view'), 'the token form is still shown');
+		const kept = await page.evaluate(() => sessionStorage.getItem('hookflow.token'));
+		assert(kept === token, 'the token is not kept in sessionStorage');
+		assert(await page.isVisible('#auth-state'), 'no "token set" indicator');
+	});
+
+	await check('lists every run with its status', async () => {
+		const ids = await tableRunIds('runs-table');
+		assert(eqSet(ids, allRuns), `listed ${ids.join(',')}`);
+		const st = await page.getAttribute('#runs-table tr[data-run-id="hang-1"] .badge', 'data-status');
+		assert(st === 'running', `hang-1 shows ${st}`);
+		const api = (await apiOk('GET', '/v1/runs?limit=1000')).runs.map((r) => r.run_id);
+		assert(JSON.stringify(ids) === JSON.stringify(api), 'the order differs from the API (newest first)');
+		await shot('dashboard.png');
+	});
+
+	await check('pages through runs with next_cursor (Load more)', async () => {
+		await page.selectOption('#f-limit', '10');
+		await page.click('#run-filters button[type=submit]');
+		await until('a first page of 10', async () =>
+			(await tableRunIds('runs-table')).length === 10 && (await page.isVisible('#runs-more')));
+		const first = await tableRunIds('runs-table');
+		const apiFirst = await apiOk('GET', '/v1/runs?limit=10');
+		assert(JSON.stringify(first) === JSON.stringify(apiFirst.runs.map((r) => r.run_id)), 'page 1 differs from the API');
+		assert(apiFirst.next_cursor, 'the API gave no next_cursor');
+		await page.click('#runs-more');
+		await until('the second page', async () => (await tableRunIds('runs-table')).length === allRuns.length);
+		const all = await tableRunIds('runs-table');
+		assert(new Set(all).size === all.length, 'a run is listed twice');
+		assert(eqSet(all, allRuns), 'paging lost a run');
+		await until('Load more to disappear', async () => page.isHidden('#runs-more'));
+	});
+
+	await check('filters runs by status', async () => {
+		await page.selectOption('#f-limit', '25');
+		await page.selectOption('#f-status', 'failed');
+		await page.click('#run-filters button[type=submit]');
+		const want = ['fail-rerun', 'fail-redrive'];
+		await until('only the failed runs', async () => eqSet(await tableRunIds('runs-table'), want));
+		const badges = await page.$$eval('#runs-table tbody .badge', (b) => b.map((x) => x.textContent));
+		assert(badges.every((b) => b === 'failed'), `badges ${badges}`);
+		const api = (await apiOk('GET', '/v1/runs?status=failed')).runs.map((r) => r.run_id);
+		assert(eqSet(api, want), `the API lists ${api}`);
+		await page.selectOption('#f-status', 'pending,scheduled,waiting,running,cancelling');
+		await page.click('#run-filters button[type=submit]');
+		await until('the active runs', async () => eqSet(await tableRunIds('runs-table'), ['wait-1', 'hang-1']));
+	});
+
+	await check('filters runs by workflow and by group id', async () => {
+		await page.selectOption('#f-status', '');
+		await page.fill('#f-workflow', WF_OTHER);
+		await page.click('#run-filters button[type=submit]');
+		await until('the runs of e2e-other', async () => eqSet(await tableRunIds('runs-table'), ['other-1']));
+		await page.fill('#f-workflow', '');
+		await page.fill('#f-group', GROUP);
+		await page.click('#run-filters button[type=submit]');
+		await until('the group members', async () => eqSet(await tableRunIds('runs-table'), GROUP_RUNS));
+		const api = (await apiOk('GET', `/v1/runs?group_id=${GROUP}`)).runs.map((r) => r.run_id);
+		assert(eqSet(api, GROUP_RUNS), `the API lists ${api}`);
+		await page.fill('#f-workflow', 'no such workflow!');
+		await page.click('#run-filters button[type=submit]');
+		await page.locator('#banner').waitFor({ state: 'visible' });
+		const err = await text('#banner');
+		assert(/invalid_argument/.test(err) && /400/.test(err) && /workflow/.test(err), `banner: ${err}`);
+		await page.click('#f-reset');
+		await until('the unfiltered list', async () => (await tableRunIds('runs-table')).length === allRuns.length);
+		assert(await page.isHidden('#banner'), 'the error banner stayed');
+	});
+
+	await check('opens a failed run: details and step history with HTTP status and error', async () => {
+		await page.selectOption('#f-status', 'failed');
+		await page.click('#run-filters button[type=submit]');
+		await until('the failed runs', async () => (await tableRunIds('runs-table')).length === 2);
+		await page.click('#runs-table tr[data-run-id="fail-rerun"] a');
+		await until('run fail-rerun', async () => (await text('#run-id')) === 'fail-rerun' && (await statusBadge()) === 'failed');
+		assert(location_hash(await page.url()) === '#/runs/fail-rerun', `url ${page.url()}`);
+		const input = JSON.parse(await text('#run-input'));
+		assert(input.order === 'fail-rerun', `input ${JSON.stringify(input)}`);
+		assert(/boom: the card processor exploded/.test(await text('#run-error')), 'the run error is not shown');
+		assert(await page.isDisabled('#run-cancel'), 'cancel is enabled on a terminated run');
+		assert(await page.isEnabled('#run-rerun'), 'rerun is disabled on a terminated run');
+		const rows = await stepRows();
+		const api = await getSteps('fail-rerun');
+		assert(rows.length === api.length && rows.length === 1, `${rows.length} rows, API ${api.length}`);
+		const r = rows[0];
+		assert(r.result === 'permanent_error' && r.http === '500', `row ${JSON.stringify(r)}`);
+		assert(/boom/.test(r.error) && r.error === api[0].error, `error ${r.error}`);
+		assert(/ms|s$/.test(r.duration), `duration ${r.duration}`);
+	});
+
+	await check('step history of a retried run: transient 503, then continue and succeed', async () => {
+		await openRun('flaky-1');
+		await until('flaky-1 succeeded', async () => (await statusBadge()) === 'succeeded');
+		const rows = await stepRows();
+		const api = await getSteps('flaky-1');
+		assert(rows.length === api.length, `${rows.length} rows, API ${api.length}`);
+		rows.forEach((row, i) => {
+			const a = api[i];
+			assert(row.step === a.step && row.attempt === a.attempt && row.generation === a.generation &&
+				row.result === a.result && row.http === (a.http_status === null ? '' : String(a.http_status)),
+			`row ${i}: ${JSON.stringify(row)} vs ${JSON.stringify(a)}`);
+		});
+		const t = rows.find((x) => x.result === 'transient_error');
+		assert(t && t.http === '503' && t.attempt === 1 && /upstream busy/.test(t.error), `transient row ${JSON.stringify(t)}`);
+		assert(rows.some((x) => x.step === 0 && x.attempt === 2 && x.result === 'continue'), 'no second attempt of step 0');
+		assert(rows.some((x) => x.step === 1 && x.result === 'succeed'), 'no succeeding step 1');
+		assert(/"ok": true/.test(await text('#run-result')), 'the result is not shown');
+	});
+
+	await check('cancels the hanging run: it becomes cancelled and the call is aborted', async () => {
+		await openRun('hang-1');
+		assert((await statusBadge()) === 'running', `hang-1 shows ${await statusBadge()}`);
+		assert(await page.isDisabled('#run-rerun'), 'rerun is enabled on an active run');
+		await page.click('#run-cancel');
+		await until('the cancel notice', async () => /cancel/i.test(await noticeText()));
+		await until('hang-1 to show cancelled', async () => (await statusBadge()) === 'cancelled', 20000);
+		const run = await getRun('hang-1');
+		assert(run.status === 'cancelled' && run.error === null, `API: ${run.status} ${run.error}`);
+		await until('the webhook to see its call aborted', async () => hook.state.hanging.get('hang-1').aborted, 10000);
+		await until('the cancelled attempt in the history', async () =>
+			(await stepRows()).some((x) => x.result === 'cancelled'));
+		assert(await page.isDisabled('#run-cancel'), 'cancel still enabled');
+	});
+
+	await check('reruns a failed run: a new generation that succeeds', async () => {
+		await openRun('fail-rerun');
+		await page.fill('#rerun-step', '0');
+		await page.click('#run-rerun');
+		await until('the rerun notice', async () => /generation 2/.test(await noticeText()));
+		await until('fail-rerun to succeed', async () => (await statusBadge()) === 'succeeded', 20000);
+		const run = await getRun('fail-rerun');
+		assert(run.status === 'succeeded' && run.generation === 2 && run.result.generation === 2,
+			`API: ${JSON.stringify(run)}`);
+		await until('generation-2 steps in the history', async () => {
+			const rows = await stepRows();
+			return rows.some((x) => x.generation === 2 && x.result === 'succeed') &&
+				rows.some((x) => x.generation === 1 && x.result === 'permanent_error');
+		});
+		assert(/Generation\s*2/.test(await text('#run-fields')), 'the generation is not shown');
+	});
+
+	await check('sends the signal that completes the waiting run', async () => {
+		await page.click('header nav a[data-nav=signals]');
+		await page.locator('#signals-view').waitFor({ state: 'visible' });
+		await until('wait-1 in the waiting list', async () =>
+			(await tableRunIds('waiting-table')).includes('wait-1'));
+		assert((await text('#waiting-table tr[data-run-id="wait-1"] td.mono')) === WAIT_KEY, 'the key is not shown');
+		await shot('signals.png');
+		await page.click('#waiting-table tr[data-run-id="wait-1"] button');
+		assert((await page.inputValue('#signal-key')) === WAIT_KEY, 'Use key did not fill the key');
+		await page.fill('#signal-payload', '{"approved": true, "by": "e2e"}');
+		await page.click('#signal-send');
+		await until('the delivered notice', async () => /delivered/.test(await noticeText()));
+		const run = await until('wait-1 to succeed (API)', async () => {
+			const r = await getRun('wait-1');
+			return r.status === 'succeeded' && r;
+		});
+		assert(run.result.approved_with.status === 'delivered' && run.result.approved_with.payload.approved === true,
+			`result ${JSON.stringify(run.result)}`);
+		await openRun('wait-1');
+		await until('wait-1 to show succeeded', async () => (await statusBadge()) === 'succeeded');
+		assert(/"approved": true/.test(await text('#run-result')), 'the result is not shown');
+	});
+
+	await check('buffers a signal for a key nobody waits on, then clears it', async () => {
+		await page.click('header nav a[data-nav=signals]');
+		await page.locator('#signals-view').waitFor({ state: 'visible' });
+		await page.fill('#signal-key', BUFFERED_KEY);
+		await page.fill('#signal-payload', '[1, 2, 3]');
+		await page.click('#signal-send');
+		await until('the buffered notice', async () => /buffered/.test(await noticeText()));
+		await page.click('#signal-clear');
+		await until('the removed notice', async () => /removed/.test(await noticeText()));
+		const again = await apiOk('DELETE', `/v1/signals/${encodeURIComponent(BUFFERED_KEY)}`);
+		assert(again.removed === false, 'the signal was still buffered');
+		await page.fill('#signal-payload', '{not json');
+		await page.click('#signal-send');
+		await until('the JSON error', async () => /not valid JSON/.test(await text('#banner')));
+	});
+
+	await check('dead letters: kind filter, redrive a dead step (its run succeeds)', async () => {
+		await page.click('header nav a[data-nav=dead-letters]');
+		await page.locator('#dead-view').waitFor({ state: 'visible' });
+		const all = await deadLetters();
+		await until('every dead letter', async () =>
+			(await page.$$('#dead-table tbody tr')).length === all.length);
+		await shot('dead-letters.png');
+		await page.selectOption('#d-kind', 'callback');
+		await until('only callbacks', async () => {
+			const kinds = await page.$$eval('#dead-table tbody tr', (t) => t.map((x) => x.getAttribute('data-kind')));
+			return kinds.length === all.filter((d) => d.kind === 'callback').length && kinds.every((k) => k === 'callback');
+		});
+		await page.selectOption('#d-kind', 'step');
+		await until('only steps', async () => {
+			const kinds = await page.$$eval('#dead-table tbody tr', (t) => t.map((x) => x.getAttribute('data-kind')));
+			return kinds.length === all.filter((d) => d.kind === 'step').length && kinds.every((k) => k === 'step');
+		});
+		const row = '#dead-table tr[data-run-id="fail-redrive"]';
+		assert((await text(`${row} td:nth-child(7)`)) === '500', 'no HTTP 500 shown');
+		assert(/boom/.test(await text(`${row} td:nth-child(8)`)), 'no last error shown');
+		const id = await page.getAttribute(row, 'data-dead-id');
+		await page.click(`${row} button[data-action=redrive]`);
+		await until('the redrive notice', async () => /Redriven/.test(await noticeText()));
+		await page.locator(row).waitFor({ state: 'detached' });
+		const run = await until('fail-redrive to succeed (API)', async () => {
+			const r = await getRun('fail-redrive');
+			return r.status === 'succeeded' && r;
+		});
+		assert(run.generation === 2, `generation ${run.generation}`);
+		assert(!(await deadLetters()).some((d) => d.id === id), 'the dead letter is still listed by the API');
+		await page.click('#dead-refresh');
+		await until('the list without it', async () =>
+			(await page.$$(`#dead-table tr[data-dead-id="${id}"]`)).length === 0 &&
+			(await page.$$eval('#dead-table tbody tr', (t) => t.length)) === all.filter((d) => d.kind === 'step').length - 1);
+	});
+
+	await check('dead letters: delete the dead callback (two clicks)', async () => {
+		await page.selectOption('#d-kind', 'callback');
+		const row = '#dead-table tr[data-run-id="cb-broken"]';
+		await page.locator(row).waitFor();
+		const http = await text(`${row} td:nth-child(7)`);
+		const api = (await deadLetters('&kind=callback')).find((d) => d.run_id === 'cb-broken');
+		assert(http === String(api.last_http_status === null ? '' : api.last_http_status), `HTTP ${http} vs API ${api.last_http_status}`);
+		const id = await page.getAttribute(row, 'data-dead-id');
+		await page.click(`${row} button[data-action=delete]`);
+		assert(/Confirm/.test(await text(`${row} button[data-action=delete]`)), 'no confirmation step');
+		await page.click(`${row} button[data-action=delete]`);
+		await page.locator(row).waitFor({ state: 'detached' });
+		assert(/deleted/.test(await noticeText()), 'no deleted notice');
+		assert(!(await deadLetters('&kind=callback')).some((d) => d.id === id), 'the API still lists it');
+	});
+
+	await check('shows API errors from the error body (unknown run)', async () => {
+		await gotoHash('#/runs/' + encodeURIComponent('no-such-run'));
+		await page.locator('#banner').waitFor({ state: 'visible' });
+		const b = await text('#banner');
+		assert(/not_found \(404\)/.test(b) && /no-such-run/.test(b), `banner: ${b}`);
+	});
+
+	await check('screenshots', async () => {
+		await openRun('flaky-1');
+		await shot('run.png');
+		for (const f of shots) console.log(`      screenshot: ${f}`);
+		assert(shots.includes(path.join(outDir, 'dashboard.png')), 'no build/e2e/dashboard.png');
+	});
+
+	await check('Forget token asks for the token again, then shows the same run', async () => {
+		await page.click('#forget-token');
+		await page.locator('#token-view').waitFor({ state: 'visible' });
+		assert(await page.isHidden('#token-error'), 'a refusal is shown after a plain forget');
+		assert((await page.evaluate(() => sessionStorage.getItem('hookflow.token'))) === null, 'the token is still stored');
+		await page.fill('#token-input', token);
+		await page.press('#token-input', 'Enter');
+		await until('the run shown again', async () =>
+			(await page.isVisible('#run-view')) && (await text('#run-id')) === 'flaky-1' &&
+			(await statusBadge()) === 'succeeded' && (await page.isHidden('#token-view')));
+	});
+
+	await check('the page raised no script error and fetched nothing from elsewhere', async () => {
+		assert(pageErrors.length === 0, `errors: ${pageErrors.join(' | ')}`);
+		assert(foreignRequests.length === 0, `requests: ${foreignRequests.join(' ')}`);
+	});
+} catch (e) {
+	failed++;
+	console.log(`FAIL  (aborted) ${String((e && e.stack) || e)}`);
+} finally {
+	if (context) await context.close().catch(() => {});
+	await hook.close();
+}
+
+function location_hash(url) {
+	const i = url.indexOf('#');
+	return i < 0 ? '' : url.slice(i);
+}
+
+const t0 = Number(process.env.E2E_T0_MS) || started;
+console.log(`e2e: took ${((Date.now() - t0) / 1000).toFixed(1)} s (installs excluded; checks ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+console.log(`e2e: ${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# tests/e2e/run.sh (make e2e): the dashboard served at GET / by build/hookflow,
+# end to end in headless Chromium.
+#
+#   1. Installs what is missing: Debian's chromium (apt-get update only when the
+#      package lists do not know it or the install fails), and playwright-core,
+#      pinned exactly in package.json / package-lock.json, with `npm ci` (never
+#      `npx playwright install`: the browser is Debian's /usr/bin/chromium).
+#   2. Starts a throwaway PostgreSQL 15 (initdb into a temporary directory, unix
+#      socket only, in that directory, on a private port; as root it runs as the
+#      system user `hookflow`, created when missing).
+#   3. Starts build/hookflow serve on a free loopback port with HOOKFLOW_API_TOKENS
+#      set, and waits for /readyz.
+#   4. Runs e2e.mjs: a small webhook (webhook.mjs), workflows and runs submitted
+#      over the API, then the dashboard driven by playwright-core; each check is
+#      asserted through the page and through the API.
+#   5. Cleans everything up (trap), whatever happened.
+#
+# Prints one line per check and ends with "e2e: N passed, M failed"; exits non-zero
+# on any failure. Screenshots: build/e2e/dashboard.png (the run list) and
+# build/e2e/run.png (one run's details and step history).
+#
+# Knobs: HOOKFLOW_BIN (default build/hookflow), E2E_KEEP=1 keeps the temporary
+# directory (logs, database) for a look after a failure.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/../.." && pwd)
+cd "$top"
+
+bin=${HOOKFLOW_BIN:-$top/build/hookflow}
+browser=/usr/bin/chromium
+pgbin=/usr/lib/postgresql/15/bin
+out=$top/build/e2e
+
+say() { printf 'e2e: %s\n' "$*"; }
+die() { printf 'e2e: %s\n' "$*" >&2; exit 1; }
+
+[ -x "$bin" ] || die "$bin is missing: build it with make (make e2e does)"
+[ -x "$pgbin/initdb" ] || die "no PostgreSQL 15 server binaries in $pgbin: run scripts/deps.sh"
+for tool in node npm curl; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is needed and missing"
+done
+
+# --- 1. installs (not part of the timing) -------------------------------------
+
+if [ ! -x "$browser" ]; then
+	[ "$(id -u)" -eq 0 ] ||
+		die "$browser is missing; as root: apt-get update && apt-get install -y --no-install-recommends chromium"
+	install_chromium() {
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+	}
+	say "installing Debian's chromium"
+	if ! apt-cache show chromium >/dev/null 2>&1; then
+		apt-get update -q
+	fi
+	install_chromium || { apt-get update -q && install_chromium; }
+	[ -x "$browser" ] || die "the chromium package did not provide $browser"
+fi
+
+pinned=$(node -p 'require(process.argv[1]).dependencies["playwright-core"]' "$here/package.json")
+installed=$(node -p 'try { require(process.argv[1]).version } catch (e) { "" }' \
+	"$here/node_modules/playwright-core/package.json")
+if [ "$installed" != "$pinned" ]; then
+	say "npm ci (playwright-core $pinned)"
+	(cd "$here" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# --- cleanup --------------------------------------------------------------------
+
+t0_ms=$(date +%s%3N)
+tmp=
+pg_started=0
+svc=
+as_pg() { "$@"; }
+
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM HUP
+	if [ -n "$svc" ] && kill -0 "$svc" 2>/dev/null; then
+		kill -TERM "$svc" 2>/dev/null || true
+		local deadline=$((SECONDS + 15))
+		while kill -0 "$svc" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+			sleep 0.1
+		done
+		kill -KILL "$svc" 2>/dev/null || true
+		wait "$svc" 2>/dev/null || true
+	fi
+	if [ "$pg_started" = 1 ]; then
+		as_pg "$pgbin/pg_ctl" stop --pgdata="$tmp/pgdata" --mode=immediate --wait >/dev/null 2>&1 || true
+	fi
+	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
+		if [ "$rc" -ne 0 ]; then
+			if [ -s "$tmp/hookflow.log" ]; then
+				echo "e2e: last lines of the hookflow log:" >&2
+				tail -n 30 "$tmp/hookflow.log" >&2 || true
+			fi
+			if [ -s "$tmp/postgres.log" ]; then
+				echo "e2e: last lines of the PostgreSQL log:" >&2
+				tail -n 10 "$tmp/postgres.log" >&2 || true
+			fi
+		fi
+		if [ "${E2E_KEEP:-}" = 1 ]; then
+			echo "e2e: kept $tmp" >&2
+		else
+			rm -rf "$tmp"
+		fi
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+tmp=$(mktemp -d /tmp/hookflow-e2e.XXXXXX)
+chmod 755 "$tmp"
+
+# A TCP port nobody listens on, from a random start in 20000..59999.
+free_port() {
+	local p _
+	for _ in $(seq 1 200); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# --- 2. PostgreSQL ------------------------------------------------------------------
+
+if [ "$(id -u)" -eq 0 ]; then
+	pguser=hookflow
+	if ! getent passwd "$pguser" >/dev/null; then
+		say "creating the system user $pguser (PostgreSQL refuses to run as root)"
+		useradd --system --no-create-home --shell /usr/sbin/nologin "$pguser"
+	fi
+	as_pg() { (cd / && runuser -u "$pguser" -- "$@"); }
+else
+	pguser=$(id -un)
+fi
+mkdir -m 700 "$tmp/pgdata" "$tmp/sock"
+[ "$(id -u)" -eq 0 ] && chown "$pguser" "$tmp/pgdata" "$tmp/sock"
+
+as_pg "$pgbin/initdb" --pgdata="$tmp/pgdata" --username="$pguser" --auth=trust \
+	--encoding=UTF8 --no-locale --no-instructions >"$tmp/initdb.log" 2>&1 ||
+	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+pgport=$(free_port) || die "no free port for PostgreSQL"
+cat >>"$tmp/pgdata/postgresql.conf" <<EOF
+
+# tests/e2e/run.sh: a throwaway cluster, reachable only through its socket
+listen_addresses = ''
+port = $pgport
+unix_socket_directories = '$tmp/sock'
+unix_socket_permissions = 0700
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+: >"$tmp/postgres.log"
+[ "$(id -u)" -eq 0 ] && chown "$pguser" "$tmp/postgres.log"
+pg_started=1
+as_pg "$pgbin/pg_ctl" start --pgdata="$tmp/pgdata" --log="$tmp/postgres.log" --wait \
+	--timeout=60 --silent || die "PostgreSQL did not start"
+as_pg "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$pgport" -U "$pguser" \
+	-d postgres -c 'CREATE DATABASE hookflow' >/dev/null
+say "PostgreSQL on $tmp/sock port $pgport"
+
+# --- 3. hookflow ---------------------------------------------------------------------
+
+port=$(free_port) || die "no free port for hookflow"
+token="e2e-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+base="http://127.0.0.1:$port"
+HOOKFLOW_DATABASE_URL="host=$tmp/sock port=$pgport user=$pguser dbname=hookflow" \
+	HOOKFLOW_LISTEN="127.0.0.1:$port" \
+	HOOKFLOW_API_TOKENS="$token" \
+	HOOKFLOW_PUBLIC_URL="$base" \
+	HOOKFLOW_LOG_LEVEL=info \
+	"$bin" serve >"$tmp/hookflow.log" 2>&1 &
+svc=$!
+
+deadline=$((SECONDS + 30))
+until curl -fsS -o /dev/null --max-time 2 "$base/readyz" 2>/dev/null; do
+	kill -0 "$svc" 2>/dev/null || die "hookflow exited during start-up"
+	[ "$SECONDS" -lt "$deadline" ] || die "hookflow not ready on $base within 30 s"
+	sleep 0.1
+done
+say "hookflow ready on $base (API tokens on)"
+
+# --- 4. the browser checks ---------------------------------------------------------------
+
+mkdir -p "$out" "$tmp/profile"
+set +e
+E2E_T0_MS=$t0_ms E2E_BASE_URL=$base E2E_TOKEN=$token E2E_CHROMIUM=$browser E2E_PROFILE=$tmp/profile \
+	E2E_OUT=$out E2E_DASHBOARD=$top/dashboard/index.html \
+	node "$here/e2e.mjs"
+rc=$?
+set -e
+if ! kill -0 "$svc" 2>/dev/null; then
+	echo "e2e: hookflow died during the checks" >&2
+	rc=1
+fi
+exit "$rc"
