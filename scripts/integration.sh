@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs the integration suite (tests/integration) against the real service
+# binary, a throwaway PostgreSQL and real webhook servers on loopback.
+#
+#   scripts/integration.sh [pytest args...]      e.g. -k cancel -x
+#
+# Environment:
+#   HOOKFLOW_BIN            service binary (default build/hookflow)
+#   HOOKFLOW_TEST_ARGS      extra pytest arguments (split on white space)
+#   HOOKFLOW_TEST_PG_BIN    PostgreSQL server binaries (default /usr/lib/postgresql/15/bin)
+#   HOOKFLOW_TEST_PG_USER   unprivileged user for PostgreSQL when run as root
+#                           (default hookflow-test; created when missing)
+#   HOOKFLOW_TEST_LOG_DIR   keep every service log there (default: a temp dir,
+#                           kept and printed only when a test fails)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# Debian's interpreter and its python3-pytest: the pyenv python3 on PATH has no pytest.
+py=/usr/bin/python3
+
+export HOOKFLOW_BIN="${HOOKFLOW_BIN:-$root/build/hookflow}"
+export HOOKFLOW_TEST_PG_BIN="${HOOKFLOW_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}"
+
+die() { echo "integration.sh: $*" >&2; exit 1; }
+
+[[ -x "$py" ]] || die "$py not found (apt-get install python3)"
+"$py" -c 'import pytest' 2>/dev/null || die "pytest missing for $py (apt-get install python3-pytest)"
+[[ -x "$HOOKFLOW_TEST_PG_BIN/initdb" ]] || die "no PostgreSQL server binaries in $HOOKFLOW_TEST_PG_BIN"
+[[ -x "$HOOKFLOW_BIN" ]] || die "service binary $HOOKFLOW_BIN missing: run make first"
+
+# PostgreSQL refuses to run as root: the harness runs initdb/pg_ctl as an
+# unprivileged user (runuser -u), which must exist.
+if [[ "$(id -u)" -eq 0 ]]; then
+	export HOOKFLOW_TEST_PG_USER="${HOOKFLOW_TEST_PG_USER:-hookflow-test}"
+	if ! id -u "$HOOKFLOW_TEST_PG_USER" >/dev/null 2>&1; then
+		useradd --system --no-create-home --shell /usr/sbin/nologin "$HOOKFLOW_TEST_PG_USER"
+	fi
+	command -v runuser >/dev/null || die "runuser (util-linux) is needed when running as root"
+fi
+
+extra=()
+if [[ -n "${HOOKFLOW_TEST_ARGS:-}" ]]; then
+	read -r -a extra <<<"$HOOKFLOW_TEST_ARGS"
+fi
+
+export PYTHONDONTWRITEBYTECODE=1
+exec "$py" -m pytest -q -p no:cacheprovider tests/integration "${extra[@]}" "$@"

@@ -1,0 +1,869 @@
+"""Integration harness: a throwaway PostgreSQL, the real hookflow binary, real
+webhook servers on loopback, and an HTTP client for the REST API.
+
+Everything here uses the Python standard library only. Every wait is a
+condition with a deadline (wait_until); nothing sleeps hoping for timing.
+"""
+
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import pwd
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+PG_BIN = os.environ.get("HOOKFLOW_TEST_PG_BIN", "/usr/lib/postgresql/15/bin")
+PG_SUPERUSER = "hookflow"
+TERMINAL = ("succeeded", "failed", "cancelled")
+TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+
+
+# --------------------------------------------------------------------------
+# Waiting
+# --------------------------------------------------------------------------
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def wait_until(predicate, timeout=10.0, interval=0.02, message=None):
+    """Calls `predicate` until it returns a truthy value and returns that value.
+    Raises WaitTimeout (an AssertionError) after `timeout` seconds, naming
+    `message` (a string or a callable giving one) and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            what = message() if callable(message) else (message or getattr(predicate, "__name__", "condition"))
+            raise WaitTimeout("timed out after %.1fs waiting for %s (last value: %r)" % (timeout, what, last))
+        time.sleep(interval)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RefusedPort:
+    """A port on which every connection is refused: the socket is bound (so no
+    one else gets the port) but never listens, so the kernel answers RST."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def url(self, path="/steps"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def close(self):
+        self.sock.close()
+
+
+def iso_to_epoch(ts):
+    """Parses an RFC 3339 UTC timestamp with milliseconds to epoch seconds."""
+    import datetime
+    assert TS_RE.match(ts), "not an RFC 3339 UTC timestamp with milliseconds: %r" % (ts,)
+    dt = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return dt.timestamp()
+
+
+def epoch_to_iso(t):
+    import datetime
+    dt = datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)
+
+
+# --------------------------------------------------------------------------
+# Standard Webhooks signatures
+# --------------------------------------------------------------------------
+
+def new_secret(nbytes=32):
+    return "whsec_" + base64.b64encode(os.urandom(nbytes)).decode()
+
+
+def sign(secret, msg_id, ts, body):
+    key = base64.b64decode(secret[len("whsec_"):])
+    mac = hmac.new(key, b"%s.%s." % (msg_id.encode(), str(ts).encode()) + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+def verify_signature(secret, headers, body):
+    """True when headers carry a valid v1 signature of `body` (bytes) under
+    `secret`. The header may carry several space-separated signatures."""
+    msg_id = headers.get("webhook-id")
+    ts = headers.get("webhook-timestamp")
+    sig = headers.get("webhook-signature")
+    if not (msg_id and ts and sig):
+        return False
+    expected = sign(secret, msg_id, ts, body)
+    return any(hmac.compare_digest(expected, s) for s in sig.split())
+
+
+# --------------------------------------------------------------------------
+# PostgreSQL
+# --------------------------------------------------------------------------
+
+def _ensure_system_user(name):
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return pwd.getpwnam(name)
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster in a temp dir, on a private port on
+    127.0.0.1 and a unix socket in the temp dir. When run as root, the server
+    runs as an unprivileged system user (HOOKFLOW_TEST_PG_USER, default
+    hookflow-test, created when missing)."""
+
+    def __init__(self, base_dir):
+        self.base_dir = base_dir
+        self.data_dir = os.path.join(base_dir, "pgdata")
+        self.sock_dir = os.path.join(base_dir, "pgsock")
+        self.log_path = os.path.join(base_dir, "postgres.log")
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.user = PG_SUPERUSER
+        self.run_as = None
+        self._db_seq = 0
+        self._lock = threading.Lock()
+        if os.geteuid() == 0:
+            self.run_as = os.environ.get("HOOKFLOW_TEST_PG_USER", "hookflow-test")
+            _ensure_system_user(self.run_as)
+
+    def _cmd(self, argv):
+        if self.run_as:
+            return ["runuser", "-u", self.run_as, "--"] + argv
+        return argv
+
+    def _run(self, argv, **kw):
+        r = subprocess.run(self._cmd(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        if r.returncode != 0:
+            raise RuntimeError("%s failed (exit %d):\n%s\n%s" % (argv[0], r.returncode, r.stdout, r.stderr))
+        return r
+
+    def init(self):
+        os.makedirs(self.sock_dir, exist_ok=True)
+        if self.run_as:
+            pw = pwd.getpwnam(self.run_as)
+            for p in (self.base_dir, self.sock_dir):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+        self._run([os.path.join(PG_BIN, "initdb"), "-D", self.data_dir, "-U", self.user,
+                   "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        with open(os.path.join(self.data_dir, "postgresql.conf"), "a") as f:
+            f.write("\n# hookflow integration tests\n"
+                    "listen_addresses = '127.0.0.1'\n"
+                    "port = %d\n"
+                    "unix_socket_directories = '%s'\n"
+                    "fsync = off\n"
+                    "synchronous_commit = off\n"
+                    "full_page_writes = off\n"
+                    "max_connections = 300\n"
+                    "shared_buffers = 64MB\n"
+                    "log_min_messages = warning\n"
+                    "log_line_prefix = '%%m [%%p] %%d '\n" % (self.port, self.sock_dir))
+        self.start()
+
+    def start(self):
+        self._run([os.path.join(PG_BIN, "pg_ctl"), "-D", self.data_dir, "-l", self.log_path,
+                   "-w", "-t", "60", "start"])
+        wait_until(self.is_ready, timeout=30, interval=0.05, message="postgres accepting connections")
+
+    def stop(self, mode="fast"):
+        self._run([os.path.join(PG_BIN, "pg_ctl"), "-D", self.data_dir, "-m", mode, "-w", "-t", "60", "stop"])
+
+    def restart(self, mode="fast"):
+        """Stops (fast: terminates every session) and starts the server again on
+        the same port. Chaos tests use it to cut every service connection."""
+        self.stop(mode)
+        self.start()
+
+    def is_ready(self):
+        r = subprocess.run([os.path.join(PG_BIN, "pg_isready"), "-h", self.host, "-p", str(self.port), "-q"])
+        return r.returncode == 0
+
+    def destroy(self):
+        try:
+            if os.path.exists(os.path.join(self.data_dir, "postmaster.pid")):
+                self.stop("immediate")
+        finally:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def url(self, dbname):
+        return "postgresql://%s@%s:%d/%s" % (self.user, self.host, self.port, dbname)
+
+    def psql(self, dbname, query, timeout=60):
+        """Runs `query` with psql and returns rows as lists of strings (NULL is
+        ''). Raises RuntimeError on an SQL error."""
+        r = subprocess.run([os.path.join(PG_BIN, "psql"), "-X", "-q", "-At", "-F", "\t",
+                            "-v", "ON_ERROR_STOP=1", "-h", self.host, "-p", str(self.port),
+                            "-U", self.user, "-d", dbname, "-c", query],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError("psql failed on %r: %s" % (query, r.stderr.strip()))
+        return [line.split("\t") for line in r.stdout.splitlines()]
+
+    def create_database(self, hint="t"):
+        with self._lock:
+            self._db_seq += 1
+            seq = self._db_seq
+        name = "%s_%d" % (re.sub(r"[^a-z0-9_]", "_", hint.lower())[:40], seq)
+        self.psql("postgres", 'CREATE DATABASE "%s"' % name)
+        return Database(self, name)
+
+    def drop_database(self, name):
+        self.psql("postgres", 'DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % name)
+
+
+class Database:
+    def __init__(self, pg, name):
+        self.pg = pg
+        self.name = name
+        self.url = pg.url(name)
+
+    def sql(self, query):
+        """Rows of `query` as lists of strings (psql -At -F '\\t'; NULL is '')."""
+        return self.pg.psql(self.name, query)
+
+    def scalar(self, query):
+        rows = self.sql(query)
+        return rows[0][0] if rows else None
+
+    def table_exists(self, table):
+        return self.scalar("SELECT to_regclass('public.%s') IS NOT NULL" % table) == "t"
+
+    def columns(self, table):
+        return [r[0] for r in self.sql(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema='public' "
+            "AND table_name='%s' ORDER BY ordinal_position" % table)]
+
+
+def sql_quote(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+# --------------------------------------------------------------------------
+# REST client
+# --------------------------------------------------------------------------
+
+class Response:
+    def __init__(self, status, headers, raw):
+        self.status = status
+        self.headers = headers  # http.client.HTTPMessage: case-insensitive get()
+        self.raw = raw
+        self.text = raw.decode("utf-8", "replace")
+        try:
+            self.body = json.loads(raw) if raw else None
+        except ValueError:
+            self.body = None
+
+    def __repr__(self):
+        return "<Response %d %s>" % (self.status, self.text[:500])
+
+    def json(self):
+        return self.body
+
+    @property
+    def error_code(self):
+        try:
+            return self.body["error"]["code"]
+        except (TypeError, KeyError):
+            return None
+
+    @property
+    def error_message(self):
+        try:
+            return self.body["error"]["message"]
+        except (TypeError, KeyError):
+            return None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **kw):
+        return None
+
+
+class Api:
+    """JSON client for the hookflow REST API over urllib. Never raises on 4xx/5xx:
+    every call returns a Response (status, headers, body parsed when JSON)."""
+
+    def __init__(self, base_url, token=None, timeout=30):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+    def with_token(self, token):
+        return Api(self.base_url, token, self.timeout)
+
+    def request(self, method, path, json_body=None, raw=None, headers=None, params=None,
+                content_type="application/json", timeout=None):
+        url = self.base_url + path
+        if params:
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+        data = None
+        hdrs = {}
+        if json_body is not None:
+            data = json.dumps(json_body).encode()
+        elif raw is not None:
+            data = raw if isinstance(raw, bytes) else raw.encode()
+        if data is not None and content_type is not None:
+            hdrs["Content-Type"] = content_type
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        hdrs.update(headers or {})
+        req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+        try:
+            with self._opener.open(req, timeout=timeout or self.timeout) as r:
+                return Response(r.status, r.headers, r.read())
+        except urllib.error.HTTPError as e:
+            try:
+                raw_body = e.read()
+            except Exception:
+                raw_body = b""
+            return Response(e.code, e.headers, raw_body)
+
+    def get(self, path, params=None, **kw):
+        return self.request("GET", path, params=params, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, json_body=body, **kw)
+
+    def put(self, path, body=None, **kw):
+        return self.request("PUT", path, json_body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    # Conveniences for the tests ------------------------------------------------
+
+    def put_workflow(self, name, url, **settings):
+        body = {"url": url}
+        body.setdefault("timeout_ms", 5000)
+        body.setdefault("retry_backoff", {"base_ms": 50, "max_ms": 200})
+        body.update(settings)
+        r = self.put("/v1/workflows/" + name, body)
+        assert r.status in (200, 201), "PUT workflow %s: %r" % (name, r)
+        return r.body
+
+    def submit(self, workflow, expect=201, **fields):
+        body = {"workflow": workflow}
+        body.update(fields)
+        r = self.post("/v1/runs", body)
+        if expect is not None:
+            assert r.status == expect, "submit %r: %r" % (body, r)
+        return r.body if expect is not None else r
+
+    def run(self, run_id, **params):
+        r = self.get("/v1/runs/" + urllib.parse.quote(run_id, safe=""), params=params or None)
+        assert r.status == 200, "GET run %s: %r" % (run_id, r)
+        return r.body
+
+    def steps(self, run_id):
+        r = self.get("/v1/runs/%s/steps" % urllib.parse.quote(run_id, safe=""))
+        assert r.status == 200, "GET steps %s: %r" % (run_id, r)
+        assert isinstance(r.body, dict) and isinstance(r.body.get("steps"), list), r
+        return r.body["steps"]
+
+    def wait_terminal(self, run_id, timeout=20.0):
+        """Long-polls GET /v1/runs/{id}?wait_ms until the run is terminal; returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout("run %s not terminal after %.1fs: %r" % (run_id, timeout, self.run(run_id)))
+            wait_ms = int(min(left, 5.0) * 1000)
+            r = self.get("/v1/runs/" + urllib.parse.quote(run_id, safe=""), params={"wait_ms": wait_ms},
+                         timeout=wait_ms / 1000.0 + 10)
+            assert r.status == 200, "GET run %s: %r" % (run_id, r)
+            if r.body.get("status") in TERMINAL:
+                return r.body
+            if r.status == 200 and wait_ms > 0:
+                # The service answered before the run was terminal: either wait_ms
+                # elapsed or long-poll is not honoured; poll a little either way.
+                time.sleep(0.02)
+
+    def wait_status(self, run_id, statuses, timeout=10.0):
+        if isinstance(statuses, str):
+            statuses = (statuses,)
+        return wait_until(lambda: (lambda b: b if b["status"] in statuses else None)(self.run(run_id)),
+                          timeout=timeout, message="run %s status in %s" % (run_id, statuses))
+
+
+def assert_error(resp, status, code, field=None):
+    """Asserts an error response: `status`, body {"error": {"code", "message"}}
+    with exactly those keys' presence, and the message naming `field`."""
+    assert resp.status == status, "expected %d %s, got %r" % (status, code, resp)
+    assert isinstance(resp.body, dict) and isinstance(resp.body.get("error"), dict), \
+        "error body must be {\"error\": {...}}: %r" % (resp,)
+    err = resp.body["error"]
+    assert err.get("code") == code, "expected code %s: %r" % (code, resp)
+    assert isinstance(err.get("message"), str) and err["message"], "error message missing: %r" % (resp,)
+    if field is not None:
+        assert field in err["message"], "error message should name %r: %r" % (field, err["message"])
+    ct = resp.headers.get("Content-Type", "")
+    assert ct.startswith("application/json"), "error content type %r" % ct
+
+
+# --------------------------------------------------------------------------
+# The service under test
+# --------------------------------------------------------------------------
+
+class ServiceError(RuntimeError):
+    pass
+
+
+class Service:
+    """One `hookflow serve` process. Its stdout and stderr go to a log file."""
+
+    def __init__(self, binary, db, log_path, env, port=None):
+        self.binary = binary
+        self.db = db
+        self.log_path = log_path
+        self.port = port or free_port()
+        self.env_overrides = dict(env)
+        self.proc = None
+        self.signalled = False  # the test signalled this process (stop, kill, send_signal)
+        self.base_url = "http://127.0.0.1:%d" % self.port
+        self.api = Api(self.base_url, token=self._first_token())
+        self.exit_codes = []
+
+    def _first_token(self):
+        toks = self.env_overrides.get("HOOKFLOW_API_TOKENS")
+        if toks:
+            return toks.split(",")[0].strip()
+        return None
+
+    def environment(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("HOOKFLOW_") and k.lower() not in
+               ("http_proxy", "https_proxy", "all_proxy", "no_proxy")}
+        env.update({
+            "HOOKFLOW_DATABASE_URL": self.db.url,
+            "HOOKFLOW_LISTEN": "127.0.0.1:%d" % self.port,
+            "HOOKFLOW_LOG_LEVEL": "debug",
+            "HOOKFLOW_PUBLIC_URL": self.base_url,
+        })
+        for k, v in self.env_overrides.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = str(v)
+        return env
+
+    def start(self, wait_ready=True, timeout=30.0):
+        if self.proc is not None and self.proc.poll() is None:
+            raise ServiceError("already running")
+        if not os.path.exists(self.binary):
+            raise ServiceError("service binary %s does not exist (run `make`)" % self.binary)
+        self.signalled = False
+        log = open(self.log_path, "ab")
+        log.write(b"\n===== start %s =====\n" % time.strftime("%H:%M:%S").encode())
+        log.flush()
+        try:
+            self.proc = subprocess.Popen([self.binary, "serve"], env=self.environment(),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+        if wait_ready:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=30.0):
+        probe = Api(self.base_url, timeout=2)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise ServiceError("hookflow exited with %s before becoming ready; log tail:\n%s"
+                                   % (self.proc.returncode, self.log_tail()))
+            try:
+                return probe.get("/readyz").status == 200
+            except OSError:
+                return False
+        wait_until(ready, timeout=timeout, interval=0.05, message="GET /readyz == 200 on %s" % self.base_url)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def send_signal(self, sig):
+        self.signalled = True
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout):
+        """Waits for the process to exit; returns its exit code, or None on timeout."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.exit_codes.append(code)
+        return code
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+        """Sends `sig` and waits up to `timeout` s; SIGKILLs it if it did not
+        exit. Returns the exit code (negative: killed by that signal)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.send_signal(sig)
+        code = self.wait_exit(timeout)
+        if code is None:
+            self.proc.kill()
+            code = self.wait_exit(10)
+            raise ServiceError("hookflow did not exit within %.1fs of signal %s; killed" % (timeout, sig))
+        return code
+
+    def kill(self):
+        """kill -9."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.signalled = True
+            self.proc.kill()
+            return self.wait_exit(10)
+        return None
+
+    def restart(self, sig=signal.SIGTERM, **env):
+        """Stops the process (with `sig`; None leaves a dead one as it is) and
+        starts it again on the same port, with `env` overrides merged in."""
+        if sig is not None and self.running():
+            self.stop(sig)
+        self.env_overrides.update(env)
+        return self.start()
+
+    def state(self):
+        """One line for failure reports: running, or how the process ended."""
+        if self.proc is None:
+            return "never started"
+        code = self.proc.poll()
+        if code is None:
+            return "running (pid %d)" % self.proc.pid
+        how = "killed by signal %d" % -code if code < 0 else "exit code %d" % code
+        if self.signalled:
+            return "stopped by the test: " + how
+        return "EXITED ON ITS OWN (not signalled by the test): " + how
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines=200):
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------
+# Webhook server
+# --------------------------------------------------------------------------
+
+class Reply:
+    """What the webhook answers: status, headers, body (bytes, str, or a JSON
+    value via json=), after an optional delay in seconds. `chunk` splits a long
+    body into several writes."""
+
+    def __init__(self, status=200, json_body=None, body=None, headers=None, delay=0.0):
+        self.status = status
+        self.headers = dict(headers or {})
+        if json_body is not None:
+            self.body = json.dumps(json_body).encode()
+            self.headers.setdefault("Content-Type", "application/json")
+        elif body is None:
+            self.body = b""
+        else:
+            self.body = body if isinstance(body, bytes) else body.encode()
+        self.delay = delay
+
+
+class Hang:
+    """Holds the request open without answering until the client disconnects
+    (recorded in request.disconnected_at), `release` is set (then answers
+    `then`, a Reply, default 200 continue-less empty JSON), or `max_s` passes."""
+
+    def __init__(self, release=None, then=None, max_s=60.0):
+        self.release = release
+        self.then = then
+        self.max_s = max_s
+
+
+class Close:
+    """Closes the connection without answering (after an optional delay)."""
+
+    def __init__(self, delay=0.0):
+        self.delay = delay
+
+
+def cont(payload=None, delay_ms=None, kv=None, **extra):
+    body = {"outcome": "continue", "payload": payload}
+    if delay_ms is not None:
+        body["delay_ms"] = delay_ms
+    if kv is not None:
+        body["kv"] = kv
+    body.update(extra)
+    return Reply(200, body)
+
+
+def succeed(result=None, kv=None):
+    body = {"outcome": "succeed", "result": result}
+    if kv is not None:
+        body["kv"] = kv
+    return Reply(200, body)
+
+
+def fail(reason):
+    return Reply(200, {"outcome": "fail", "reason": reason})
+
+
+def cancel(reason):
+    return Reply(200, {"outcome": "cancel", "reason": reason})
+
+
+class Request:
+    """One request the webhook received."""
+
+    def __init__(self, seq, method, path, headers, body, sock):
+        self.seq = seq
+        self.method = method
+        self.path = path
+        self.headers = headers  # dict with lower-case names
+        self.body = body
+        try:
+            self.json = json.loads(body) if body else None
+        except ValueError:
+            self.json = None
+        self.time = time.monotonic()
+        self.wall = time.time()
+        self.disconnected_at = None   # monotonic time the client was seen gone (Hang)
+        self.answered_at = None
+        self.disconnected = threading.Event()
+        self._sock = sock
+
+    def field(self, name, default=None):
+        return self.json.get(name, default) if isinstance(self.json, dict) else default
+
+    @property
+    def run_id(self):
+        return self.field("run_id")
+
+    @property
+    def step(self):
+        return self.field("step")
+
+    @property
+    def attempt(self):
+        return self.field("attempt")
+
+    def __repr__(self):
+        return "<Request #%d %s %s run=%s step=%s attempt=%s>" % (
+            self.seq, self.method, self.path, self.run_id, self.step, self.attempt)
+
+
+def _peer_closed(sock):
+    """True when the peer has closed `sock` (EOF or reset), without consuming data."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+        if not r:
+            return False
+        data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return data == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+class Webhook:
+    """A threaded HTTP/1.1 server (keep-alive) on 127.0.0.1 whose behaviour the
+    test programs per path with route(path, fn): fn(request) returns a Reply, a
+    Hang, a Close, or None (then 404). Every request is recorded before its
+    handler runs."""
+
+    def __init__(self):
+        self._lock = threading.Condition()
+        self._requests = []
+        self._routes = {}
+        self.errors = []
+        self._shutdown = threading.Event()
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "hookflow-test-webhook"
+            sys_version = ""
+
+            def log_message(self, fmt, *args):
+                pass
+
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                req = hook._record(self.command, self.path, headers, body, self.connection)
+                try:
+                    fn = hook._route_for(self.path)
+                    action = fn(req) if fn else Reply(404, body=b"no route")
+                except Exception as e:  # a test bug: record it, answer 599
+                    hook.errors.append(e)
+                    action = Reply(599, body=("handler raised %r" % (e,)).encode())
+                if action is None:
+                    action = Reply(404, body=b"no reply")
+                self._act(req, action)
+
+            def _act(self, req, action):
+                if isinstance(action, Hang):
+                    deadline = time.monotonic() + action.max_s
+                    while time.monotonic() < deadline and not hook._shutdown.is_set():
+                        if _peer_closed(self.connection):
+                            req.disconnected_at = time.monotonic()
+                            req.disconnected.set()
+                            hook._notify()
+                            self.close_connection = True
+                            return
+                        if action.release is not None and action.release.is_set():
+                            return self._act(req, action.then or Reply(200, body=b""))
+                        time.sleep(0.005)
+                    self.close_connection = True
+                    return
+                if isinstance(action, Close):
+                    if action.delay:
+                        time.sleep(action.delay)
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
+                if action.delay:
+                    time.sleep(action.delay)
+                try:
+                    self.send_response(action.status)
+                    for k, v in action.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(action.body)))
+                    self.end_headers()
+                    self.wfile.write(action.body)
+                    self.wfile.flush()
+                except OSError:
+                    self.close_connection = True
+                req.answered_at = time.monotonic()
+
+            do_POST = _serve
+            do_GET = _serve
+            do_PUT = _serve
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+            request_queue_size = 1024  # the service opens many connections at once
+
+            def handle_error(self, request, client_address):
+                pass  # connection resets from an aborting client are expected
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- programming ----
+
+    def url(self, path="/steps"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def route(self, path, fn):
+        """fn(request) -> Reply | Hang | Close | None for requests whose path
+        (without query) equals `path`."""
+        with self._lock:
+            self._routes[path] = fn
+        return fn
+
+    def _route_for(self, path):
+        with self._lock:
+            return self._routes.get(path.split("?", 1)[0])
+
+    # ---- recording ----
+
+    def _record(self, method, path, headers, body, sock):
+        with self._lock:
+            req = Request(len(self._requests) + 1, method, path, headers, body, sock)
+            self._requests.append(req)
+            self._lock.notify_all()
+            return req
+
+    def _notify(self):
+        with self._lock:
+            self._lock.notify_all()
+
+    def requests(self, path=None, run_id=None, step=None):
+        with self._lock:
+            out = list(self._requests)
+        if path is not None:
+            out = [r for r in out if r.path.split("?", 1)[0] == path]
+        if run_id is not None:
+            out = [r for r in out if r.run_id == run_id]
+        if step is not None:
+            out = [r for r in out if r.step == step]
+        return out
+
+    def wait_for(self, predicate, timeout=10.0, message=None):
+        """Waits until predicate(list of all requests) is truthy; returns it."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                v = predicate(list(self._requests))
+                if v:
+                    return v
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout("webhook: timed out after %.1fs waiting for %s; requests: %r"
+                                      % (timeout, message or "condition", self._requests[-20:]))
+                self._lock.wait(min(left, 0.1))
+
+    def wait_requests(self, n, path=None, run_id=None, step=None, timeout=10.0):
+        """Waits until at least `n` requests match; returns the matching ones."""
+        def pred(_):
+            got = self.requests(path=path, run_id=run_id, step=step)
+            return got if len(got) >= n else None
+        return self.wait_for(pred, timeout=timeout,
+                             message="%d requests (path=%s run=%s step=%s)" % (n, path, run_id, step))
+
+    def close(self):
+        self._shutdown.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StepScript:
+    """A step handler driven by a per-step table: steps[n] is a Reply (or a
+    callable request -> Reply) for step n. Calls for unlisted steps get 500."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def __call__(self, req):
+        s = self.steps.get(req.step) if isinstance(self.steps, dict) else None
+        if s is None:
+            return Reply(500, body=b"unexpected step")
+        return s(req) if callable(s) else s

@@ -1,0 +1,96 @@
+"""SPEC section 10 (operations) and the X-Request-Id convention of section 2."""
+
+import re
+
+from harness import Api, StepScript, free_port, succeed, wait_until
+
+
+def test_healthz_answers_200(api):
+    r = api.get("/healthz")
+    assert r.status == 200, r
+
+
+def test_readyz_answers_200_when_database_reachable_and_schema_current(api):
+    r = api.get("/readyz")
+    assert r.status == 200, r
+
+
+def test_metrics_is_prometheus_text_with_hookflow_series(api, webhook):
+    webhook.route("/steps", StepScript({0: succeed("ok")}))
+    api.put_workflow("wf", webhook.url())
+    run = api.submit("wf", input=1)
+    api.wait_terminal(run["run_id"])
+
+    r = api.get("/metrics")
+    assert r.status == 200, r
+    assert r.headers.get("Content-Type", "").startswith("text/plain"), r.headers.get("Content-Type")
+    samples = [ln for ln in r.text.splitlines() if ln and not ln.startswith("#")]
+    assert any(ln.startswith("hookflow_") for ln in samples), r.text[:2000]
+    sample_re = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+0-9.eEInfaN]+( \d+)?$')
+    bad = [ln for ln in samples if not sample_re.match(ln)]
+    assert not bad, "lines that are not Prometheus samples: %r" % bad[:10]
+    # SPEC 10 lists a webhook latency histogram: one that has seen the call above.
+    histograms = re.findall(r"^# TYPE (hookflow_\S+) histogram$", r.text, re.M)
+    assert histograms, "no hookflow_ histogram in /metrics"
+    counts = [float(ln.split()[-1]) for h in histograms for ln in samples if ln.startswith(h + "_count")]
+    assert counts and max(counts) >= 1, "histogram counts %r after one webhook call" % counts
+
+
+def test_openapi_yaml_is_served(api):
+    r = api.get("/openapi.yaml")
+    assert r.status == 200, r
+    assert "openapi:" in r.text and "/v1/runs" in r.text
+
+
+def test_request_id_is_echoed_when_sent(api):
+    r = api.get("/v1/workflows", headers={"X-Request-Id": "it-req-12345"})
+    assert r.headers.get("X-Request-Id") == "it-req-12345"
+    r = api.get("/v1/workflows/nope", headers={"X-Request-Id": "it-req-404"})
+    assert r.status == 404
+    assert r.headers.get("X-Request-Id") == "it-req-404"
+
+
+def test_request_id_is_generated_when_absent(api):
+    a = api.get("/v1/workflows").headers.get("X-Request-Id")
+    b = api.get("/healthz").headers.get("X-Request-Id")
+    assert a and b and a != b
+
+
+def test_unknown_route_is_404_with_error_body(api):
+    r = api.get("/v1/no-such-thing")
+    assert r.status == 404, r
+    assert r.error_code == "not_found", r
+
+
+def test_readyz_is_503_while_database_is_down_and_recovers(service, pg):
+    probe = Api(service.base_url, timeout=5)
+
+    def readyz_status():
+        try:
+            return probe.get("/readyz").status
+        except OSError:
+            return None
+
+    pg.stop()
+    try:
+        wait_until(lambda: readyz_status() == 503, timeout=20, interval=0.1, message="/readyz 503 with postgres down")
+        assert probe.get("/healthz").status == 200, "healthz is process liveness only"
+    finally:
+        pg.start()
+    wait_until(lambda: readyz_status() == 200, timeout=30, interval=0.1, message="/readyz 200 after postgres is back")
+
+
+def test_bad_configuration_exits_naming_the_variable(services):
+    svc = services.new(HOOKFLOW_LEASE_MS="soon")
+    svc.start(wait_ready=False)
+    code = svc.wait_exit(15)
+    assert code is not None and code != 0, "hookflow started with HOOKFLOW_LEASE_MS=soon"
+    assert "HOOKFLOW_LEASE_MS" in svc.log_text()
+
+
+def test_refuses_non_loopback_listen_without_tokens(services):
+    svc = services.new(HOOKFLOW_LISTEN="0.0.0.0:%d" % free_port())
+    svc.start(wait_ready=False)
+    code = svc.wait_exit(15)
+    assert code is not None and code != 0, "hookflow listened on 0.0.0.0 without API tokens"
+    assert "HOOKFLOW_API_TOKENS" in svc.log_text() or "HOOKFLOW_LISTEN" in svc.log_text()

@@ -1,0 +1,156 @@
+"""SPEC section 4, reading runs: GET /v1/runs/{id} (and ?wait_ms long-poll),
+GET /v1/runs/{id}/steps, GET /v1/runs with filters and cursor paging."""
+
+import threading
+import time
+
+from harness import TS_RE, Hang, Reply, StepScript, assert_error, cont, succeed
+
+PARKED = 600000
+
+
+def test_wait_ms_returns_as_soon_as_the_run_terminates(api, webhook):
+    release = threading.Event()
+    webhook.route("/steps", StepScript({0: Hang(release=release, then=succeed("late"))}))
+    api.put_workflow("wf", webhook.url())
+    rid = api.submit("wf")["run_id"]
+    webhook.wait_requests(1, run_id=rid)
+    assert api.run(rid)["status"] == "running"
+
+    out = {}
+    started = threading.Event()
+
+    def poll():
+        started.set()
+        t0 = time.monotonic()
+        out["resp"] = api.get("/v1/runs/" + rid, params={"wait_ms": 20000}, timeout=40)
+        out["elapsed"] = time.monotonic() - t0
+        out["done"] = time.monotonic()
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    started.wait(5)
+    release.set()
+    released_at = time.monotonic()
+    t.join(30)
+    assert "resp" in out, "long-poll did not answer within 30 s"
+    r = out["resp"]
+    assert r.status == 200, r
+    assert r.body["status"] == "succeeded", r
+    assert r.body["result"] == "late"
+    assert out["done"] - released_at < 5.0, "long-poll answered %.2fs after the run ended" % (out["done"] - released_at)
+    assert out["elapsed"] < 15.0
+
+
+def test_wait_ms_returns_the_run_as_it_stands_after_the_wait(api, webhook):
+    webhook.route("/steps", StepScript({0: Hang()}))
+    api.put_workflow("wf", webhook.url())
+    rid = api.submit("wf")["run_id"]
+    webhook.wait_requests(1, run_id=rid)
+    t0 = time.monotonic()
+    r = api.get("/v1/runs/" + rid, params={"wait_ms": 800}, timeout=20)
+    elapsed = time.monotonic() - t0
+    assert r.status == 200, r
+    assert r.body["status"] == "running"
+    assert elapsed >= 0.7, "answered after %.3fs, before wait_ms elapsed" % elapsed
+    assert elapsed < 10.0
+
+
+def test_wait_ms_on_a_terminal_run_answers_at_once(api, webhook):
+    webhook.route("/steps", StepScript({0: succeed(1)}))
+    api.put_workflow("wf", webhook.url())
+    rid = api.submit("wf")["run_id"]
+    api.wait_terminal(rid)
+    t0 = time.monotonic()
+    r = api.get("/v1/runs/" + rid, params={"wait_ms": 30000}, timeout=40)
+    assert r.status == 200 and r.body["status"] == "succeeded"
+    assert time.monotonic() - t0 < 5.0
+
+
+def test_wait_ms_over_300000_is_400(api):
+    api.put_workflow("wf", "http://127.0.0.1:9/x")
+    rid = api.submit("wf", delay_ms=PARKED)["run_id"]
+    assert_error(api.get("/v1/runs/" + rid, params={"wait_ms": 300001}), 400, "invalid_argument", "wait_ms")
+    assert_error(api.get("/v1/runs/" + rid, params={"wait_ms": "soon"}), 400, "invalid_argument", "wait_ms")
+
+
+def test_terminal_run_has_result_final_step_and_finished_at(api, webhook):
+    webhook.route("/steps", StepScript({0: cont({"n": 1}), 1: succeed({"total": 2})}))
+    api.put_workflow("wf", webhook.url())
+    rid = api.submit("wf", input={"n": 0})["run_id"]
+    run = api.wait_terminal(rid)
+    assert run["status"] == "succeeded"
+    assert run["result"] == {"total": 2}
+    assert run["final_step"] == 1
+    assert run["step"] == 1
+    assert TS_RE.match(run["finished_at"])
+    assert run["error"] is None and run["error_kind"] is None
+    assert run.get("next_attempt_at") is None
+    assert run["cancel_requested"] is False
+
+
+def test_steps_lists_every_attempt_oldest_first(api, webhook):
+    def step0(req):
+        if req.attempt == 1:
+            return Reply(503, body=b"busy")
+        return cont({"from": 0})
+
+    webhook.route("/steps", StepScript({0: step0, 1: succeed("ok")}))
+    api.put_workflow("wf", webhook.url(), max_attempts=3)
+    rid = api.submit("wf", input={"start": True})["run_id"]
+    assert api.wait_terminal(rid)["status"] == "succeeded"
+    steps = api.steps(rid)
+    assert [(s["step"], s["attempt"], s["result"]) for s in steps] == [
+        (0, 1, "transient_error"), (0, 2, "continue"), (1, 1, "succeed")]
+    assert steps[0]["http_status"] == 503
+    assert "HTTP 503" in steps[0]["error"]
+    assert steps[1]["http_status"] == 200 and steps[1]["error"] is None
+    assert steps[0]["payload"] == {"start": True} and steps[1]["payload"] == {"start": True}
+    assert steps[2]["payload"] == {"from": 0}
+    for s in steps:
+        assert s["generation"] == 1
+        assert TS_RE.match(s["started_at"]) and TS_RE.match(s["finished_at"])
+        assert isinstance(s["duration_ms"], int) and s["duration_ms"] >= 0
+        assert "signal" in s and s["signal"] is None
+
+
+def test_list_runs_filters_by_workflow_and_status_and_pages_with_cursor(api, webhook):
+    webhook.route("/steps", StepScript({0: succeed("b")}))
+    api.put_workflow("a", "http://127.0.0.1:9/never")
+    api.put_workflow("b", webhook.url())
+    a_ids = ["list-a-%d" % i for i in range(5)]
+    for rid in a_ids:
+        api.submit("a", run_id=rid, delay_ms=PARKED)
+    for i in range(2):
+        api.wait_terminal(api.submit("b", run_id="list-b-%d" % i)["run_id"])
+
+    pages, cursor = [], None
+    for _ in range(5):
+        params = {"workflow": "a", "limit": 2}
+        if cursor:
+            params["cursor"] = cursor
+        r = api.get("/v1/runs", params=params)
+        assert r.status == 200, r
+        pages.append([x["run_id"] for x in r.body["runs"]])
+        cursor = r.body["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == [a_ids[4:2:-1], a_ids[2:0:-1], a_ids[0:1]], "newest first, 2 per page: %r" % pages
+
+    r = api.get("/v1/runs", params={"status": "scheduled"})
+    assert sorted(x["run_id"] for x in r.body["runs"]) == sorted(a_ids)
+    r = api.get("/v1/runs", params={"status": "succeeded"})
+    assert sorted(x["run_id"] for x in r.body["runs"]) == ["list-b-0", "list-b-1"]
+    assert r.body["next_cursor"] is None
+    r = api.get("/v1/runs", params={"workflow": "b", "status": "scheduled"})
+    assert r.status == 200 and r.body["runs"] == []
+    r = api.get("/v1/runs")
+    assert [x["run_id"] for x in r.body["runs"]] == ["list-b-1", "list-b-0"] + a_ids[::-1]
+    assert all(x["status"] for x in r.body["runs"])
+
+
+def test_list_runs_rejects_bad_limit_and_status(api):
+    assert_error(api.get("/v1/runs", params={"limit": 0}), 400, "invalid_argument", "limit")
+    assert_error(api.get("/v1/runs", params={"limit": 1001}), 400, "invalid_argument", "limit")
+    assert_error(api.get("/v1/runs", params={"status": "sleeping"}), 400, "invalid_argument", "status")
+    assert_error(api.get("/v1/runs", params={"cursor": "garbage!!"}), 400, "invalid_argument", "cursor")
