@@ -33,7 +33,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: all run test unit integration contract e2e fuzz fuzz-smoke docker-smoke bench \
+.PHONY: all asan run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke chaos deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -99,8 +99,16 @@ unit:
 	@set -e; for t in $(patsubst $(BUILD)/%,build/san/%,$(UNIT_BIN)); do \
 	    echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 $$t; done
 
-integration: all
-	@scripts/integration.sh
+# The integration suite runs against an AddressSanitizer + UBSan build of the
+# binary (build/asan/hookflow), so every scenario also proves the absence of
+# memory errors, undefined behaviour and leaks (a report fails the run: the
+# process exits non-zero and the suite checks exit codes and logs).
+asan:
+	@CFLAGS="-O1 -g -fno-sanitize-recover=undefined" $(MAKE) --no-print-directory \
+	    BUILD=build/asan SANITIZE=address,undefined build/asan/hookflow
+
+integration: asan
+	@HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} scripts/integration.sh
 
 # The OpenAPI contract: lint, generated TypeScript client, responses checked
 # against the schemas (tests/contract, pinned npm packages).
@@ -111,13 +119,43 @@ contract: all
 e2e: all
 	@tests/e2e/run.sh
 
-# libFuzzer targets: `make fuzz` runs each for FUZZ_SECONDS (default 60);
-# `make fuzz-smoke` (part of make test) runs each briefly from the corpus.
+# libFuzzer targets (tests/fuzz/fuzz_<name>.c): `make fuzz-build` compiles
+# the library with clang and -fsanitize=fuzzer-no-link,address,undefined into
+# build/fuzz/ and links build/fuzz/fuzz_<name>; `make fuzz` runs each for
+# FUZZ_SECONDS (default 60); `make fuzz-smoke` (part of make test) runs each
+# briefly from its checked-in corpus (tests/fuzz/run.sh).
+FUZZ_CC  ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+
+# CFLAGS goes through the environment, so this Makefile's own flags are added
+# to it; UBSan findings abort, so libFuzzer sees them as crashes.
+fuzz-build:
+	@CFLAGS="-g -O1 -fno-sanitize-recover=undefined" $(MAKE) --no-print-directory \
+	    BUILD=build/fuzz CC=$(FUZZ_CC) SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+	@:
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libhookflow.a
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libhookflow.a $(LDLIBS)
+
 fuzz:
 	@tests/fuzz/run.sh $${FUZZ_SECONDS:-60}
 
 fuzz-smoke:
 	@tests/fuzz/run.sh 5
+
+# The benchmark (tests/bench, BENCHMARKS.md): a throwaway durable PostgreSQL, a C
+# webhook and a C load generator; prints one table of figures against targets.
+# `make bench-smoke` (part of make test) is a small version that only fails on
+# correctness: runs lost or a step settled twice.
+bench: deps all
+	@tests/bench/bench.sh
+
+bench-smoke: all
+	@BENCH_SCALE=smoke tests/bench/bench.sh
 
 # The Docker deployment path, when this machine can run a Docker engine.
 docker-smoke: all
@@ -131,6 +169,7 @@ test: deps
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory docker-smoke
+	@$(MAKE) --no-print-directory bench-smoke
 
 clean:
 	rm -rf build
