@@ -1,0 +1,72 @@
+// With HOOKFLOW_API_TOKENS set: public endpoints stay open, every /v1
+// operation answers 401 without a valid bearer token, the API token opens
+// everything, and a run's delivery token opens the memo of that run only.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { loadEnv, makeClient, Recorder } from "./client";
+import { Contract } from "./contract";
+import { HookServer, newSecret, script } from "./hooks";
+import { sendSample } from "./samples";
+import { error, status } from "./util";
+
+const env = loadEnv();
+if (!env.token) throw new Error("HF_API_TOKEN is required for the auth phase");
+const contract = new Contract(env.specJson);
+const rec = new Recorder(contract, env.obsFile, "auth");
+const api = makeClient(env, rec, env.token);
+const anon = makeClient(env, rec);
+const hook = new HookServer(contract, newSecret());
+
+before(() => hook.start());
+after(async () => {
+  await hook.stop();
+  // Requests that arrived after the last test (late callbacks) were verified too.
+  if (hook.failures.length) throw new Error(`webhook verification failures:\n${hook.failures.join("\n")}`);
+});
+
+test("public endpoints need no token", async () => {
+  for (const key of ["GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.yaml", "GET /"]) {
+    const r = await sendSample(anon, key);
+    assert.equal(r.status, 200, key);
+  }
+});
+
+test("every /v1 operation answers 401 without a token or with a wrong one", async () => {
+  const ops = contract.operations().filter((o) => o.path.startsWith("/v1/"));
+  assert.ok(ops.length > 25);
+  for (const { method, path } of ops) {
+    const key = `${method} ${path}`;
+    const r = await sendSample(anon, key);
+    assert.equal(r.status, 401, `${key} without a token: ${JSON.stringify(r.body)}`);
+    assert.equal((r.body as any).error.code, "unauthenticated", key);
+    assert.equal(r.response.headers.get("www-authenticate"), "Bearer", key);
+    const w = await sendSample(anon, key, { Authorization: "Bearer not-a-valid-token-at-all" });
+    assert.equal(w.status, path.includes("/memo/") ? 403 : 401, `${key} with a wrong token`);
+  }
+});
+
+test("the API token opens the API; a delivery token opens its own run's memo only", async () => {
+  status(
+    await api.PUT("/v1/workflows/{name}", {
+      params: { path: { name: "ct-auth" } },
+      body: { url: hook.url("/step"), secret: hook.secret },
+    }),
+    201,
+  );
+  for (const id of ["ct-auth-1", "ct-auth-2"])
+    status(await api.POST("/v1/runs", { body: { workflow: "ct-auth", run_id: id, input: script(id, { do: "succeed" }) } }), 201);
+  const tok1 = (await hook.step("ct-auth-1", 0)).body.memo.token;
+  const tok2 = (await hook.step("ct-auth-2", 0)).body.memo.token;
+  const run1 = { path: { run_id: "ct-auth-1", key: "m" } };
+  status(await api.PUT("/v1/runs/{run_id}/memo/{key}", { params: run1, body: { value: 1 }, headers: { Authorization: `Bearer ${tok1}` } }), 200);
+  assert.deepEqual(status(await anon.GET("/v1/runs/{run_id}/memo/{key}", { params: run1, headers: { Authorization: `Bearer ${tok1}` } }), 200).data, { value: 1 });
+  assert.deepEqual(status(await api.GET("/v1/runs/{run_id}/memo/{key}", { params: run1 }), 200).data, { value: 1 });
+  error(await anon.GET("/v1/runs/{run_id}/memo/{key}", { params: run1, headers: { Authorization: `Bearer ${tok2}` } }), 403, "forbidden");
+  error(await anon.GET("/v1/runs/{run_id}/memo/{key}", { params: run1 }), 401, "unauthenticated");
+  // The delivery token is no API token.
+  error(await anon.GET("/v1/runs/{run_id}", { params: { path: { run_id: "ct-auth-1" } }, headers: { Authorization: `Bearer ${tok1}` } }), 401, "unauthenticated");
+  const done = status(await api.GET("/v1/runs/{run_id}", { params: { path: { run_id: "ct-auth-2" }, query: { wait_ms: 20000 } } }), 200).data!;
+  assert.equal(done.status, "succeeded");
+  assert.deepEqual(hook.failures, [], "webhook verification failures");
+  assert.deepEqual(rec.violations, [], "answers that contradict the spec");
+});

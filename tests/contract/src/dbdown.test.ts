@@ -1,0 +1,34 @@
+// With the database stopped under a running service: /readyz answers 503,
+// /healthz and /metrics still answer, and every /v1 operation answers 503
+// `unavailable` (each request is well-formed, so only the database can fail it).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { loadEnv, makeClient, Recorder } from "./client";
+import { Contract } from "./contract";
+import { sendSample } from "./samples";
+import { until } from "./util";
+
+const env = loadEnv();
+const contract = new Contract(env.specJson);
+const rec = new Recorder(contract, env.obsFile, "dbdown");
+const api = makeClient(env, rec, env.token);
+
+test("readyz 503, healthz 200, metrics 200 with hookflow_up 0", async () => {
+  // The database was stopped just before this phase; the first probe may race its shutdown.
+  await until("readyz 503", async () => ((await sendSample(api, "GET /readyz")).status === 503 ? true : undefined), 10000);
+  assert.equal((await sendSample(api, "GET /healthz")).status, 200);
+  const m = await sendSample(api, "GET /metrics");
+  assert.equal(m.status, 200);
+  assert.match(m.body as string, /^hookflow_up 0$/m);
+});
+
+test("every /v1 operation answers 503 unavailable", async () => {
+  const ops = contract.operations().filter((o) => o.path.startsWith("/v1/"));
+  for (const { method, path } of ops) {
+    const key = `${method} ${path}`;
+    const r = await sendSample(api, key);
+    assert.equal(r.status, 503, `${key}: ${JSON.stringify(r.body)}`);
+    assert.equal((r.body as any).error.code, "unavailable", key);
+  }
+  assert.deepEqual(rec.violations, []);
+});

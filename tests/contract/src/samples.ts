@@ -1,0 +1,89 @@
+// One well-formed request per operation of the spec, for the sweeps that
+// expect the same answer from every operation (401 without a token, 503
+// without a database). Each request passes the handler's own validation, so
+// the answer can only come from authentication or the database.
+import { Api } from "./client";
+
+export interface Sample {
+  params?: { path?: Record<string, unknown>; query?: Record<string, unknown> };
+  body?: unknown;
+  parseAs?: "json" | "text";
+}
+
+export const SAMPLES: Record<string, Sample> = {
+  "GET /healthz": {},
+  "GET /readyz": {},
+  "GET /metrics": { parseAs: "text" },
+  "GET /openapi.yaml": { parseAs: "text" },
+  "GET /": { parseAs: "text" },
+  "GET /v1/workflows": { params: { query: { limit: 5 } } },
+  "PUT /v1/workflows/{name}": {
+    params: { path: { name: "ct-sample" } },
+    body: { url: "http://127.0.0.1:9/steps" },
+  },
+  "GET /v1/workflows/{name}": { params: { path: { name: "ct-sample" } } },
+  "DELETE /v1/workflows/{name}": { params: { path: { name: "ct-sample" } } },
+  "POST /v1/runs": { body: { workflow: "ct-sample", run_id: "ct-sample-run", input: { n: 1 } } },
+  "GET /v1/runs": { params: { query: { workflow: "ct-sample", status: "pending,failed", limit: 5 } } },
+  "GET /v1/runs/{run_id}": { params: { path: { run_id: "ct-sample-run" } } },
+  "GET /v1/runs/{run_id}/steps": { params: { path: { run_id: "ct-sample-run" } } },
+  "POST /v1/runs/{run_id}/cancel": { params: { path: { run_id: "ct-sample-run" } } },
+  "POST /v1/runs/{run_id}/rerun": { params: { path: { run_id: "ct-sample-run" } }, body: { from_step: 0 } },
+  "POST /v1/runs:cancel": { body: { workflow: "ct-sample", status: ["scheduled"] } },
+  "PUT /v1/groups/{group_id}": {
+    params: { path: { group_id: "ct-sample-group" } },
+    body: { workflow: "ct-sample", members: [{ key: "a", input: 1 }] },
+  },
+  "GET /v1/groups/{group_id}": { params: { path: { group_id: "ct-sample-group" } } },
+  "DELETE /v1/groups/{group_id}": { params: { path: { group_id: "ct-sample-group" } } },
+  "POST /v1/groups/{group_id}/cancel": { params: { path: { group_id: "ct-sample-group" } } },
+  "GET /v1/dead-letters": { params: { query: { kind: "step", limit: 5 } } },
+  "POST /v1/dead-letters/{id}/redrive": { params: { path: { id: "ct-sample-dead" } } },
+  "DELETE /v1/dead-letters/{id}": { params: { path: { id: "ct-sample-dead" } } },
+  "GET /v1/runs/{run_id}/memo/{key}": { params: { path: { run_id: "ct-sample-run", key: "m" } } },
+  "PUT /v1/runs/{run_id}/memo/{key}": {
+    params: { path: { run_id: "ct-sample-run", key: "m" } },
+    body: { value: { cached: true } },
+  },
+  "DELETE /v1/runs/{run_id}/memo/{key}": { params: { path: { run_id: "ct-sample-run", key: "m" } } },
+  "GET /v1/runs/{run_id}/steps/{step}/memo/{key}": {
+    params: { path: { run_id: "ct-sample-run", step: 0, key: "m" } },
+  },
+  "PUT /v1/runs/{run_id}/steps/{step}/memo/{key}": {
+    params: { path: { run_id: "ct-sample-run", step: 0, key: "m" } },
+    body: { value: [1, 2, 3] },
+  },
+  "DELETE /v1/runs/{run_id}/steps/{step}/memo/{key}": {
+    params: { path: { run_id: "ct-sample-run", step: 0, key: "m" } },
+  },
+  "POST /v1/signals/{correlation_key}": {
+    params: { path: { correlation_key: "ct-sample-key" } },
+    body: { payload: { ok: true } },
+  },
+  "DELETE /v1/signals/{correlation_key}": { params: { path: { correlation_key: "ct-sample-key" } } },
+  "GET /v1/kv": { params: { query: { prefix: "app/", limit: 5 } } },
+  "GET /v1/kv/{key}": { params: { path: { key: "app/ct/sample" } } },
+  "PUT /v1/kv/{key}": { params: { path: { key: "app/ct/sample" } }, body: { value: "v" } },
+  "DELETE /v1/kv/{key}": { params: { path: { key: "app/ct/sample" } } },
+};
+
+/** Sends the sample request of operation `key` ("METHOD /path"). */
+export async function sendSample(
+  api: Api,
+  key: string,
+  headers?: Record<string, string>,
+): Promise<{ status: number; body: unknown; response: Response }> {
+  const s = SAMPLES[key];
+  if (!s) throw new Error(`no sample request for ${key}`);
+  const sp = key.indexOf(" ");
+  const method = key.slice(0, sp);
+  const path = key.slice(sp + 1);
+  // The generic form of the typed client: the path is a runtime value here.
+  const r = await (api.request as any)(method.toLowerCase(), path, {
+    params: s.params,
+    body: s.body,
+    parseAs: s.parseAs,
+    headers,
+  });
+  return { status: r.response.status, body: r.data ?? r.error, response: r.response };
+}
