@@ -33,7 +33,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: all asan run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+.PHONY: all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke chaos deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -107,6 +107,22 @@ asan:
 	@CFLAGS="-O1 -g -fno-sanitize-recover=undefined" $(MAKE) --no-print-directory \
 	    BUILD=build/asan SANITIZE=address,undefined build/asan/hookflow
 
+# The dispatcher's scenarios (concurrent calls, cancel, retries, callbacks,
+# two instances) against a ThreadSanitizer build: a data race aborts the
+# process (halt_on_error) and fails its test.
+tsan:
+	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=build/tsan SANITIZE=thread \
+	    build/tsan/hookflow
+
+tsan-test: tsan
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66" HOOKFLOW_BIN=build/tsan/hookflow \
+	    scripts/integration.sh -k "test_cancel or test_retries or test_callbacks or test_multi_instance or test_outcomes"
+
+# One full scenario with the binary under valgrind memcheck (any memory error
+# or definite leak fails it).
+valgrind-test: all
+	@/usr/bin/python3 tests/valgrind/scenario.py
+
 integration: asan
 	@HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} scripts/integration.sh
 
@@ -165,6 +181,8 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory tsan-test
+	@$(MAKE) --no-print-directory valgrind-test
 	@$(MAKE) --no-print-directory contract
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory fuzz-smoke

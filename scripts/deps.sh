@@ -19,8 +19,11 @@ packages=(
 	libcmocka-dev
 	postgresql-15
 	python3 python3-pytest
-	curl
+	curl valgrind
 )
+# The contract, dashboard and examples tests run on Node.js (20 on these
+# machines); Debian's nodejs and npm stand in only where none is installed.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	echo "deps: no dpkg-query: not a Debian system, cannot check packages." >&2
