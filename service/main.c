@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "db/db.h"
@@ -68,6 +69,25 @@ static struct db_conn *migrate(const struct config *cfg)
 	}
 }
 
+/* Every webhook call and every client connection is a file descriptor:
+ * take the hard limit, so HOOKFLOW_MAX_INFLIGHT calls and thousands of
+ * clients fit without the operator raising the soft limit by hand. */
+static void raise_fd_limit(const struct config *cfg)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)cfg->max_inflight + 1024)
+		log_warn("main", "file descriptor limit is low for HOOKFLOW_MAX_INFLIGHT",
+			 "limit=%llu max_inflight=%d", (unsigned long long)rl.rlim_cur,
+			 cfg->max_inflight);
+}
+
 static int serve(struct config *cfg)
 {
 	if (cfg->ntokens == 0 && !config_listen_is_loopback(cfg))
@@ -82,6 +102,7 @@ static int serve(struct config *cfg)
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit(cfg);
 
 	struct db_conn *c = migrate(cfg);
 	unsigned char key[64];
