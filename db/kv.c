@@ -9,10 +9,12 @@
 #define ITEM "jsonb_build_object('key', key, 'value', value, 'updated_at', hf_ts(updated_at))"
 
 static const struct db_stmt q_get = {"kv_get", "SELECT " ITEM " FROM kv WHERE key = $1", 1};
-/* The range bound lets the C-collated primary key serve the prefix scan. */
+/* The range lets the C-collated primary key serve the prefix scan. Keys are
+ * at most 512 bytes, so every key starting with $1 sorts below $1 followed by
+ * 128 copies of the largest code point (U+10FFFF, the largest UTF-8 bytes). */
 static const struct db_stmt q_list = {
 	"kv_list",
-	"SELECT " ITEM ", key FROM kv WHERE key >= $1 AND key < $1 || chr(1114111)"
+	"SELECT " ITEM ", key FROM kv WHERE key >= $1 AND key < $1 || repeat(chr(1114111), 128)"
 	" AND starts_with(key, $1) AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3",
 	3};
 static const struct db_stmt q_put = {

@@ -150,8 +150,9 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 
 	/* Test-only: lets the integration tests stop the process at a chosen
-	 * point ("exit_before_settle": after storing replay records, before the
-	 * settlement). Never set it in production. */
+	 * point ("exit_before_settle": after a webhook answered and its replay
+	 * record, if any, was stored, before the step's settlement commits).
+	 * Never set it in production. */
 	v = getenv("HOOKFLOW_TEST_FAULT");
 	if (v != NULL && *v != '\0') {
 		if (strcmp(v, "exit_before_settle") != 0)

@@ -398,11 +398,11 @@ static bool flush_settlements(struct worker *w)
 			return false;
 		}
 		json_array_clear(w->outputs_out);
-		if (w->d->cfg->test_fault != NULL &&
-		    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
-			log_warn("dispatcher", "test fault: exiting before settlement", NULL);
-			_exit(99);
-		}
+	}
+	if (json_array_size(w->steps_out) > 0 && w->d->cfg->test_fault != NULL &&
+	    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
+		log_warn("dispatcher", "test fault: exiting before settlement", NULL);
+		_exit(99);
 	}
 	json_t **queues[2] = {&w->steps_out, &w->callbacks_out};
 	for (int k = 0; k < 2; k++) {
