@@ -33,8 +33,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
-        bench-smoke chaos deps clean migrate
+.PHONY: examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+        bench-smoke chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
 
@@ -173,6 +173,22 @@ bench: deps all
 bench-smoke: all
 	@BENCH_SCALE=smoke tests/bench/bench.sh
 
+# The chaos test (tests/chaos): runs of 5 steps while hookflow is SIGKILLed and
+# restarted, PostgreSQL is restarted under it and the webhook answers 500s,
+# timeouts and connection resets; every run must end exactly once, as the
+# webhook decided, with its callback. `make chaos` is the long version (1,000
+# runs, 3 SIGKILLs); `make chaos-short` (part of make test) runs 200 against the
+# ASan build.
+chaos: all
+	@HOOKFLOW_BIN=$${HOOKFLOW_BIN:-$(BUILD)/hookflow} tests/chaos/run.sh long
+
+chaos-short: asan
+	@HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} tests/chaos/run.sh short
+
+# The example webhooks of examples/, walked through end to end.
+examples-test: all
+	@examples/test-examples.sh
+
 # The Docker deployment path, when this machine can run a Docker engine.
 docker-smoke: all
 	@docker/smoke-test.sh
@@ -181,10 +197,12 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory chaos-short
 	@$(MAKE) --no-print-directory tsan-test
 	@$(MAKE) --no-print-directory valgrind-test
 	@$(MAKE) --no-print-directory contract
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory examples-test
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory docker-smoke
 	@$(MAKE) --no-print-directory bench-smoke

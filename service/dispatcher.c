@@ -1,25 +1,37 @@
 /* dispatcher: worker threads that claim, call, keep leases alive and settle.
  *
- * Each worker loops on epoll: its eventfd (mailbox: wake, cancel, stop) and
- * the sockets of its webhook calls. Per iteration it applies cancels (abort the
- * matching calls), turns completed calls into settlement items and commits
- * them in one transaction per kind, renews every lease it holds in one
- * statement when due, and claims as many jobs as it has free capacity when
- * work may exist. "Work may exist" comes from NOTIFY (via the listener), from a
- * full claim batch, or from the HOOKFLOW_POLL_MS safety timer; there is no
- * polling per step. A settlement that fails because the database is away is
- * kept and retried; the lease decides who owns the job meanwhile. */
+ * Each worker is a pair of threads, so that no database round trip ever
+ * delays a webhook call's I/O (an answer that arrived in time must not time
+ * out while its thread waits on PostgreSQL):
+ *
+ *  - the I/O thread loops on epoll: its eventfd (mailbox) and the sockets of
+ *    its webhook calls (curl multi). It starts the calls the database thread
+ *    claimed, aborts calls whose run was cancelled or whose claim was lost,
+ *    and turns every completed call into a settlement item for the database
+ *    thread. It never touches the database.
+ *  - the database thread owns the worker's connection and does, in order:
+ *    commit the pending settlements (replay records first, then one
+ *    transaction per kind), renew every lease the worker holds in one
+ *    statement when due, and claim as many jobs as there is room for when
+ *    work may exist. "Work may exist" comes from NOTIFY (via the listener), a
+ *    full claim batch, a settlement that just committed, or the
+ *    HOOKFLOW_POLL_MS safety timer; there is no polling per step.
+ *
+ * The two meet in the worker's mutex-guarded exchange (new jobs one way,
+ * settlement items and renewal results the other). A settlement that fails
+ * because the database is away is kept and retried; the lease decides who
+ * owns the job meanwhile. */
 #include "service/dispatcher.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "db/jobs.h"
@@ -40,41 +52,64 @@ struct inflight {
 	struct webhook_call *call;
 	struct inflight *prev;
 	struct inflight *next;
-	bool cancel_abort; /* aborted because its run was cancelled */
-	bool lost;         /* claim lost: aborted, not settled */
-	bool shutdown;     /* aborted by a drain: released, not settled */
-	bool held;         /* seen in the latest lease renewal */
+	uint64_t claim_seq;  /* the database thread's claim counter when claimed */
+	bool cancel_abort;   /* aborted because its run was cancelled */
+	bool lost;           /* claim lost: aborted, not settled */
+	bool shutdown;       /* aborted by a drain: released, not settled */
+};
+
+/* A renewal's answer, for the I/O thread: the claims still held. */
+struct renewal {
+	uint64_t claim_seq;  /* claims made up to this number were known to it */
+	json_t *held;        /* object "s:<run_id>" / "c:<id>" -> cancel_requested */
+	struct renewal *next;
 };
 
 struct worker {
 	struct dispatcher *d;
 	int index;
-	pthread_t thread;
-	bool started;
+	char owner[128];
+	int capacity;
+
+	/* I/O thread only */
+	pthread_t io_thread;
+	bool io_started;
 	int epfd;
 	int evfd;
 	struct webhook_client *wc;
-	struct db_conn *db;
-	char owner[128];
-	int capacity;
 	struct inflight *head;
 	int ninflight;
 
-	pthread_mutex_t mu; /* guards the mailbox below */
-	char **cancels;
-	int ncancels;
-	int capcancels;
-	bool wake;
-	bool stop;
-	int grace_ms;
-
-	json_t *outputs_out;   /* replay records to store before the settlements */
-	json_t *steps_out;     /* pending step settlements */
-	json_t *callbacks_out; /* pending callback settlements */
-	int64_t settle_retry_at;
+	/* database thread only */
+	pthread_t db_thread;
+	bool db_started;
+	struct db_conn *db;
+	uint64_t claims;        /* claim counter */
 	int64_t next_renew;
 	int64_t next_poll;
 	int64_t db_retry_at;
+	int64_t settle_retry_at;
+	json_t *steps_work;     /* settlements being committed */
+	json_t *callbacks_work;
+	json_t *outputs_work;
+
+	/* the exchange, guarded by mu */
+	pthread_mutex_t mu;
+	pthread_cond_t db_cv;   /* wakes the database thread */
+	struct inflight *to_io; /* claimed jobs for the I/O thread (a list) */
+	struct inflight *to_io_tail;
+	struct renewal *renewals;
+	json_t *steps_out;      /* settlement items for the database thread */
+	json_t *callbacks_out;
+	json_t *outputs_out;    /* replay records, stored before the settlements */
+	int outstanding;        /* jobs claimed and not yet completed */
+	bool want_claim;
+	bool stop;
+	int grace_ms;
+	bool io_done;           /* the I/O thread finished: nothing more will come */
+	char **cancels;
+	int ncancels;
+	int capcancels;
 };
 
 struct dispatcher {
@@ -86,7 +121,8 @@ struct dispatcher {
 	struct worker *workers;
 };
 
-static void poke(struct worker *w)
+/* Wakes the I/O thread. */
+static void poke_io(struct worker *w)
 {
 	uint64_t one = 1;
 	ssize_t r = write(w->evfd, &one, sizeof one);
@@ -116,10 +152,21 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 		w->epfd = -1;
 		w->evfd = -1;
 		pthread_mutex_init(&w->mu, NULL);
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&w->db_cv, &ca);
+		pthread_condattr_destroy(&ca);
 		snprintf(w->owner, sizeof w->owner, "%s/%d", instance, i);
 		w->capacity = cfg->max_inflight / d->nworkers;
 		if (i < cfg->max_inflight % d->nworkers)
 			w->capacity++;
+		w->steps_out = json_array();
+		w->callbacks_out = json_array();
+		w->outputs_out = json_array();
+		w->steps_work = json_array();
+		w->callbacks_work = json_array();
+		w->outputs_work = json_array();
 	}
 	return d;
 }
@@ -271,7 +318,7 @@ static json_t *callback_item(const struct inflight *f, const struct verdict *v, 
 	return it;
 }
 
-/* ---- in-flight bookkeeping --------------------------------------------- */
+/* ---- the I/O thread ----------------------------------------------------- */
 
 static void unlink_inflight(struct worker *w, struct inflight *f)
 {
@@ -281,6 +328,7 @@ static void unlink_inflight(struct worker *w, struct inflight *f)
 		w->head = f->next;
 	if (f->next)
 		f->next->prev = f->prev;
+	f->prev = f->next = NULL;
 	w->ninflight--;
 	metrics_inflight_add(-1);
 }
@@ -291,9 +339,24 @@ static void free_inflight(struct inflight *f)
 	free(f);
 }
 
-/* Turns one completed call into a settlement item (or drops it when the
- * claim was lost or the drain released it). */
-static void complete(struct worker *w, struct webhook_call *call)
+/* Hands settlement items to the database thread; `done` jobs no longer
+ * count against the worker's room. */
+static void post_settlements(struct worker *w, json_t *steps, json_t *callbacks, json_t *outputs,
+			     int done)
+{
+	pthread_mutex_lock(&w->mu);
+	json_array_extend(w->steps_out, steps);
+	json_array_extend(w->callbacks_out, callbacks);
+	json_array_extend(w->outputs_out, outputs);
+	w->outstanding -= done;
+	pthread_cond_signal(&w->db_cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Turns one completed call into settlement items (none when the claim was
+ * lost or a drain released it). */
+static void complete(struct worker *w, struct webhook_call *call, json_t *steps, json_t *callbacks,
+		     json_t *outputs)
 {
 	struct inflight *f = webhook_call_user(call);
 	struct call_result r;
@@ -316,15 +379,15 @@ static void complete(struct worker *w, struct webhook_call *call)
 	json_t *item;
 	if (f->job.kind == JOB_STEP) {
 		item = step_item(f, &v, status);
-		json_array_append_new(w->steps_out, item);
+		json_array_append_new(steps, item);
 		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
-			json_array_append_new(w->outputs_out,
+			json_array_append_new(outputs,
 					      json_pack("{s:s, s:I, s:o}", "run_id", f->job.run_id,
 							"claim_token", (json_int_t)f->job.claim_token,
 							"outcome", outcome_to_json(&v.outcome)));
 	} else {
 		item = callback_item(f, &v, status);
-		json_array_append_new(w->callbacks_out, item);
+		json_array_append_new(callbacks, item);
 	}
 	log_debug("dispatcher", "call done",
 		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld result=%s",
@@ -336,7 +399,199 @@ static void complete(struct worker *w, struct webhook_call *call)
 	free_inflight(f);
 }
 
-/* ---- database steps ----------------------------------------------------- */
+/* Starts the call of a claimed job; a job that cannot even start is settled
+ * as a transient error at once. */
+static void start_call(struct worker *w, struct inflight *f, json_t *steps, json_t *callbacks)
+{
+	struct claimed_job *j = &f->job;
+	char *body = j->kind == JOB_STEP ? step_body(w->d, j) : strdup(j->payload ? j->payload : "{}");
+	struct webhook_request req = {
+		.url = j->url,
+		.body = body ? body : "",
+		.body_len = body ? strlen(body) : 0,
+		.msg_id = j->id,
+		.secret = j->secret,
+		.timeout_ms = j->timeout_ms,
+		.user = f,
+	};
+	struct err e = {0};
+	f->next = w->head;
+	if (w->head)
+		w->head->prev = f;
+	w->head = f;
+	w->ninflight++;
+	metrics_inflight_add(1);
+	if (body == NULL || webhook_call_start(w->wc, &req, &f->call, &e)) {
+		unlink_inflight(w, f);
+		struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
+		snprintf(v.error, sizeof v.error, "call not started: %s", body ? e.msg : "out of memory");
+		json_array_append_new(j->kind == JOB_STEP ? steps : callbacks,
+				      j->kind == JOB_STEP ? step_item(f, &v, 0) : callback_item(f, &v, 0));
+		free_inflight(f);
+	} else if (j->kind == JOB_STEP) {
+		metrics_step_dispatched();
+	} else {
+		metrics_callback_dispatched();
+	}
+	free(body);
+}
+
+static void abort_call(struct worker *w, struct inflight *f)
+{
+	if (f->call != NULL)
+		webhook_call_abort(w->wc, f->call);
+}
+
+/* Applies a renewal: claims it did not return were lost (someone else owns
+ * the job now); runs whose cancel it reports are aborted. */
+static void apply_renewal(struct worker *w, const struct renewal *rn)
+{
+	for (struct inflight *f = w->head; f != NULL; f = f->next) {
+		if (f->claim_seq > rn->claim_seq || f->lost || f->shutdown)
+			continue;
+		char key[200];
+		snprintf(key, sizeof key, "%s:%s", f->job.kind == JOB_STEP ? "s" : "c",
+			 f->job.kind == JOB_STEP ? f->job.run_id : f->job.id);
+		json_t *c = json_object_get(rn->held, key);
+		if (c == NULL) {
+			f->lost = true;
+			log_warn("dispatcher", "claim lost, aborting call", "run_id=%s job_id=%s",
+				 f->job.run_id, f->job.id);
+			abort_call(w, f);
+		} else if (json_is_true(c) && f->job.kind == JOB_STEP && !f->cancel_abort) {
+			f->cancel_abort = true;
+			abort_call(w, f);
+		}
+	}
+}
+
+static void *io_main(void *arg)
+{
+	struct worker *w = arg;
+	bool draining = false;
+	int64_t drain_deadline = 0;
+	struct epoll_event evs[256];
+	json_t *steps = json_array(), *callbacks = json_array(), *outputs = json_array();
+
+	for (;;) {
+		/* Take what the other threads left in the exchange. */
+		pthread_mutex_lock(&w->mu);
+		struct inflight *fresh = w->to_io;
+		w->to_io = w->to_io_tail = NULL;
+		struct renewal *rn = w->renewals;
+		w->renewals = NULL;
+		char **cancels = w->cancels;
+		int ncancels = w->ncancels;
+		w->cancels = NULL;
+		w->ncancels = w->capcancels = 0;
+		bool stop = w->stop;
+		int grace_ms = w->grace_ms;
+		pthread_mutex_unlock(&w->mu);
+
+		int64_t now = timefmt_mono_ms();
+		if (stop && !draining) {
+			draining = true;
+			drain_deadline = now + grace_ms;
+			log_info("dispatcher", "draining", "worker=%d inflight=%d grace_ms=%d", w->index,
+				 w->ninflight, grace_ms);
+		}
+		int dropped = 0;
+		while (fresh != NULL) {
+			struct inflight *f = fresh;
+			fresh = f->next;
+			f->next = NULL;
+			if (draining) {
+				/* Claimed but never started: released with the claims. */
+				free_inflight(f);
+				dropped++;
+				continue;
+			}
+			log_debug("dispatcher", "claimed", "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
+				  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
+				  f->job.step, f->job.attempt);
+			start_call(w, f, steps, callbacks);
+		}
+		while (rn != NULL) {
+			struct renewal *next = rn->next;
+			apply_renewal(w, rn);
+			json_decref(rn->held);
+			free(rn);
+			rn = next;
+		}
+		for (int i = 0; i < ncancels; i++) {
+			for (struct inflight *f = w->head; f != NULL; f = f->next) {
+				if (f->job.kind == JOB_STEP && !f->cancel_abort &&
+				    strcmp(f->job.run_id, cancels[i]) == 0) {
+					f->cancel_abort = true;
+					log_info("dispatcher", "aborting call: run cancelled",
+						 "run_id=%s job_id=%s step=%d", f->job.run_id, f->job.id,
+						 f->job.step);
+					abort_call(w, f);
+				}
+			}
+			free(cancels[i]);
+		}
+		free(cancels);
+		if (draining && now >= drain_deadline) {
+			for (struct inflight *f = w->head; f != NULL; f = f->next) {
+				if (!f->shutdown) {
+					f->shutdown = true;
+					abort_call(w, f);
+				}
+			}
+		}
+
+		int done = dropped;
+		struct webhook_call *call;
+		while ((call = webhook_client_take_done(w->wc)) != NULL) {
+			complete(w, call, steps, callbacks, outputs);
+			done++;
+		}
+		if (done > 0) {
+			post_settlements(w, steps, callbacks, outputs, done);
+			json_array_clear(steps);
+			json_array_clear(callbacks);
+			json_array_clear(outputs);
+		}
+		if (draining && w->ninflight == 0)
+			break;
+
+		long timeout = w->d->cfg->poll_ms;
+		long t = webhook_client_timeout_ms(w->wc);
+		if (t >= 0 && t < timeout)
+			timeout = t;
+		if (draining && drain_deadline - now < timeout)
+			timeout = (long)(drain_deadline - now);
+		if (timeout < 0)
+			timeout = 0;
+		int n = epoll_wait(w->epfd, evs, (int)(sizeof evs / sizeof evs[0]), (int)timeout);
+		if (n < 0 && errno != EINTR) {
+			log_error("dispatcher", "epoll_wait failed", "errno=%d", errno);
+			n = 0;
+		}
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.fd == w->evfd) {
+				uint64_t v;
+				ssize_t r = read(w->evfd, &v, sizeof v);
+				(void)r;
+			} else {
+				webhook_client_socket_event(w->wc, evs[i].data.fd, evs[i].events);
+			}
+		}
+		if (webhook_client_timeout_ms(w->wc) == 0)
+			webhook_client_timeout(w->wc);
+	}
+	json_decref(steps);
+	json_decref(callbacks);
+	json_decref(outputs);
+	pthread_mutex_lock(&w->mu);
+	w->io_done = true;
+	pthread_cond_signal(&w->db_cv);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* ---- the database thread ------------------------------------------------ */
 
 static bool ensure_db(struct worker *w)
 {
@@ -352,6 +607,16 @@ static bool ensure_db(struct worker *w)
 		return false;
 	}
 	return true;
+}
+
+/* Drops the connection after it failed, so the next use reconnects. */
+static void lost_db(struct worker *w, const struct err *e)
+{
+	if (e->code != ERR_UNAVAILABLE)
+		return;
+	db_conn_free(w->db);
+	w->db = NULL;
+	w->db_retry_at = timefmt_mono_ms() + DB_RETRY_MS;
 }
 
 /* After a batch failed for a reason other than the database being away,
@@ -379,139 +644,105 @@ static int settle_one_by_one(struct worker *w, enum job_kind kind, json_t *items
 	return lost;
 }
 
-/* Commits the pending settlements; returns true when it committed any (a
- * settled step may have made its next step claimable right away). */
+/* Commits the settlements taken from the exchange; returns true when it
+ * committed any (a settled step may have made its next step claimable). What
+ * fails because the database is away stays in the work arrays for a retry. */
 static bool flush_settlements(struct worker *w)
 {
-	if (json_array_size(w->steps_out) == 0 && json_array_size(w->callbacks_out) == 0)
+	if (json_array_size(w->steps_work) == 0 && json_array_size(w->callbacks_work) == 0 &&
+	    json_array_size(w->outputs_work) == 0)
 		return false;
 	if (timefmt_mono_ms() < w->settle_retry_at || !ensure_db(w))
 		return false;
-	if (json_array_size(w->outputs_out) > 0) {
+	if (json_array_size(w->outputs_work) > 0) {
 		/* Replay records commit before the settlements they describe, so a
 		 * crash in between replays the answer instead of calling again. */
 		struct err e = {0};
-		if (db_jobs_store_outputs(w->db, w->outputs_out, &e)) {
+		if (db_jobs_store_outputs(w->db, w->outputs_work, &e)) {
 			log_warn("dispatcher", "storing replay records failed, will retry",
 				 "worker=%d error=\"%s\"", w->index, e.msg);
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+			lost_db(w, &e);
 			return false;
 		}
-		json_array_clear(w->outputs_out);
+		json_array_clear(w->outputs_work);
 	}
-	if (json_array_size(w->steps_out) > 0 && w->d->cfg->test_fault != NULL &&
+	if (json_array_size(w->steps_work) > 0 && w->d->cfg->test_fault != NULL &&
 	    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
 		log_warn("dispatcher", "test fault: exiting before settlement", NULL);
 		_exit(99);
 	}
-	json_t **queues[2] = {&w->steps_out, &w->callbacks_out};
+	json_t *queues[2] = {w->steps_work, w->callbacks_work};
 	for (int k = 0; k < 2; k++) {
-		if (json_array_size(*queues[k]) == 0)
+		if (json_array_size(queues[k]) == 0)
 			continue;
 		struct err e = {0};
 		enum job_kind kind = k == 0 ? JOB_STEP : JOB_CALLBACK;
 		int lost = 0;
-		if (db_jobs_settle(w->db, kind, *queues[k], &lost, &e)) {
+		if (db_jobs_settle(w->db, kind, queues[k], &lost, &e)) {
 			if (e.code == ERR_UNAVAILABLE) {
 				log_warn("dispatcher", "settlement failed, will retry",
 					 "worker=%d items=%zu error=\"%s\"", w->index,
-					 json_array_size(*queues[k]), e.msg);
+					 json_array_size(queues[k]), e.msg);
 				w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+				lost_db(w, &e);
 				return false;
 			}
-			lost = settle_one_by_one(w, kind, *queues[k]);
+			lost = settle_one_by_one(w, kind, queues[k]);
 		}
 		if (lost > 0) {
 			metrics_claims_lost(lost);
 			log_warn("dispatcher", "settlements refused: claim lost", "worker=%d count=%d",
 				 w->index, lost);
 		}
-		json_array_clear(*queues[k]);
+		json_array_clear(queues[k]);
 	}
 	return true;
 }
 
 static void on_renewed(void *arg, enum job_kind kind, const char *id, bool cancel_requested)
 {
-	struct worker *w = arg;
-	for (struct inflight *f = w->head; f != NULL; f = f->next) {
-		const char *fid = kind == JOB_STEP ? f->job.run_id : f->job.id;
-		if (f->job.kind != kind || strcmp(fid, id) != 0)
-			continue;
-		f->held = true;
-		if (cancel_requested && !f->cancel_abort && kind == JOB_STEP) {
-			f->cancel_abort = true;
-			webhook_call_abort(w->wc, f->call);
-		}
-	}
+	json_t *held = arg;
+	char key[200];
+	snprintf(key, sizeof key, "%s:%s", kind == JOB_STEP ? "s" : "c", id);
+	json_object_set_new(held, key, json_boolean(cancel_requested));
 }
 
-static void renew(struct worker *w)
+/* Extends every lease of this worker and passes the answer to the I/O
+ * thread. */
+static void renew(struct worker *w, bool any_outstanding)
 {
 	int64_t now = timefmt_mono_ms();
 	if (now < w->next_renew)
 		return;
 	w->next_renew = now + w->d->cfg->lease_ms / 3;
-	if (w->head == NULL || !ensure_db(w))
+	if (!any_outstanding || !ensure_db(w))
 		return;
-	for (struct inflight *f = w->head; f != NULL; f = f->next)
-		f->held = false;
+	struct renewal *rn = calloc(1, sizeof *rn);
+	if (rn == NULL)
+		return;
+	rn->claim_seq = w->claims;
+	rn->held = json_object();
 	struct err e = {0};
-	if (db_jobs_renew(w->db, w->owner, w->d->cfg->lease_ms, on_renewed, w, &e)) {
+	if (db_jobs_renew(w->db, w->owner, w->d->cfg->lease_ms, on_renewed, rn->held, &e)) {
 		log_warn("dispatcher", "lease renewal failed", "worker=%d error=\"%s\"", w->index, e.msg);
 		w->next_renew = now + 1000;
+		lost_db(w, &e);
+		json_decref(rn->held);
+		free(rn);
 		return;
 	}
-	for (struct inflight *f = w->head; f != NULL; f = f->next) {
-		if (!f->held && !f->lost) {
-			f->lost = true;
-			log_warn("dispatcher", "claim lost, aborting call", "run_id=%s job_id=%s",
-				 f->job.run_id, f->job.id);
-			webhook_call_abort(w->wc, f->call);
-		}
-	}
-}
-
-static void start_call(struct worker *w, struct inflight *f)
-{
-	struct claimed_job *j = &f->job;
-	char *body = j->kind == JOB_STEP ? step_body(w->d, j) : strdup(j->payload ? j->payload : "{}");
-	struct webhook_request req = {
-		.url = j->url,
-		.body = body ? body : "",
-		.body_len = body ? strlen(body) : 0,
-		.msg_id = j->id,
-		.secret = j->secret,
-		.timeout_ms = j->timeout_ms,
-		.user = f,
-	};
-	struct err e = {0};
-	f->next = w->head;
-	if (w->head)
-		w->head->prev = f;
-	w->head = f;
-	w->ninflight++;
-	metrics_inflight_add(1);
-	if (body == NULL || webhook_call_start(w->wc, &req, &f->call, &e)) {
-		/* Could not even start: settle as a transient error now. */
-		unlink_inflight(w, f);
-		struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
-		snprintf(v.error, sizeof v.error, "call not started: %s", body ? e.msg : "out of memory");
-		json_array_append_new(j->kind == JOB_STEP ? w->steps_out : w->callbacks_out,
-				      j->kind == JOB_STEP ? step_item(f, &v, 0) : callback_item(f, &v, 0));
-		free_inflight(f);
-	} else if (j->kind == JOB_STEP) {
-		metrics_step_dispatched();
-	} else {
-		metrics_callback_dispatched();
-	}
-	free(body);
+	pthread_mutex_lock(&w->mu);
+	rn->next = w->renewals;
+	w->renewals = rn;
+	pthread_mutex_unlock(&w->mu);
+	poke_io(w);
 }
 
 /* Settles a claimed step from its replay record without calling the webhook,
  * with a delay or signal timeout shortened by the record's age. Returns false
  * when the record cannot be used (the webhook is called instead). */
-static bool replay(struct worker *w, struct inflight *f)
+static bool replay(struct worker *w, struct inflight *f, json_t *steps_out)
 {
 	json_t *rec = json_loads(f->job.replayed, 0, NULL);
 	json_t *o = json_object_get(rec, "outcome");
@@ -533,31 +764,31 @@ static bool replay(struct worker *w, struct inflight *f)
 		v.outcome.timeout_ms = v.outcome.timeout_ms > age ? v.outcome.timeout_ms - age : 0;
 	log_info("dispatcher", "replaying stored step outcome", "run_id=%s job_id=%s step=%d age_ms=%lld",
 		 f->job.run_id, f->job.id, f->job.step, (long long)age);
-	json_array_append_new(w->steps_out, step_item(f, &v, 0));
+	(void)w;
+	json_array_append_new(steps_out, step_item(f, &v, 0));
 	verdict_cleanup(&v);
 	return true;
 }
 
-/* Claims as many jobs as there is room for; returns true when the batch was
- * full (more work may be waiting). */
-static bool claim(struct worker *w)
+
+/* Claims up to `room` jobs and hands them to the I/O thread (replays and
+ * claims after a cancel are settled here without a call). Returns true when
+ * the batch was full (more work may be waiting). */
+static bool claim(struct worker *w, int room)
 {
-	int room = w->capacity - w->ninflight;
 	if (room <= 0 || !ensure_db(w))
-		return room <= 0 ? false : true;
+		return room > 0;
 	int want = room < CLAIM_BATCH ? room : CLAIM_BATCH;
 	struct claimed_job *jobs = NULL;
 	int n = 0;
 	struct err e = {0};
 	if (db_jobs_claim(w->db, w->owner, want, w->d->cfg->lease_ms, &jobs, &n, &e)) {
 		log_warn("dispatcher", "claim failed", "worker=%d error=\"%s\"", w->index, e.msg);
-		if (e.code == ERR_UNAVAILABLE) {
-			db_conn_free(w->db);
-			w->db = NULL;
-			w->db_retry_at = timefmt_mono_ms() + DB_RETRY_MS;
-		}
+		lost_db(w, &e);
 		return false;
 	}
+	struct inflight *list = NULL, *tail = NULL;
+	int started = 0;
 	for (int i = 0; i < n; i++) {
 		struct inflight *f = calloc(1, sizeof *f);
 		if (f == NULL) {
@@ -565,8 +796,9 @@ static bool claim(struct worker *w)
 			continue; /* its lease will expire and it will be delivered again */
 		}
 		f->job = jobs[i];
+		f->claim_seq = ++w->claims;
 		if (f->job.kind == JOB_STEP && f->job.replayed != NULL && !f->job.cancel_requested &&
-		    replay(w, f)) {
+		    replay(w, f, w->steps_work)) {
 			free_inflight(f);
 			continue;
 		}
@@ -574,143 +806,124 @@ static bool claim(struct worker *w)
 			/* Claimed after a cancel was recorded: settle cancelled, no call. */
 			f->cancel_abort = true;
 			struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
-			json_array_append_new(w->steps_out, step_item(f, &v, 0));
+			json_array_append_new(w->steps_work, step_item(f, &v, 0));
 			free_inflight(f);
 			continue;
 		}
-		log_debug("dispatcher", "claimed", "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
-			  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-			  f->job.step, f->job.attempt);
-		start_call(w, f);
+		if (tail)
+			tail->next = f;
+		else
+			list = f;
+		tail = f;
+		started++;
 	}
 	free(jobs);
+	if (list != NULL) {
+		pthread_mutex_lock(&w->mu);
+		if (w->to_io_tail)
+			w->to_io_tail->next = list;
+		else
+			w->to_io = list;
+		w->to_io_tail = tail;
+		w->outstanding += started;
+		pthread_mutex_unlock(&w->mu);
+		poke_io(w);
+	}
 	return n == want;
 }
 
-/* ---- the loop ----------------------------------------------------------- */
-
-static void take_mailbox(struct worker *w, bool *wake, bool *stop, int *grace_ms, char ***cancels,
-			 int *ncancels)
+/* Moves the settlement items of the exchange into the work arrays. */
+static void take_settlements(struct worker *w)
 {
-	pthread_mutex_lock(&w->mu);
-	*wake = w->wake;
-	w->wake = false;
-	*stop = w->stop;
-	*grace_ms = w->grace_ms;
-	*cancels = w->cancels;
-	*ncancels = w->ncancels;
-	w->cancels = NULL;
-	w->ncancels = w->capcancels = 0;
-	pthread_mutex_unlock(&w->mu);
+	json_array_extend(w->steps_work, w->steps_out);
+	json_array_extend(w->callbacks_work, w->callbacks_out);
+	json_array_extend(w->outputs_work, w->outputs_out);
+	json_array_clear(w->steps_out);
+	json_array_clear(w->callbacks_out);
+	json_array_clear(w->outputs_out);
 }
 
-static void *worker_main(void *arg)
+static bool work_pending(const struct worker *w)
+{
+	return json_array_size(w->steps_work) + json_array_size(w->callbacks_work) +
+		       json_array_size(w->outputs_work) > 0;
+}
+
+static void *db_main(void *arg)
 {
 	struct worker *w = arg;
 	const struct config *cfg = w->d->cfg;
-	bool want_claim = true;
-	bool draining = false;
-	int64_t drain_deadline = 0;
-	struct epoll_event evs[256];
-
 	w->next_poll = timefmt_mono_ms() + cfg->poll_ms;
 	for (;;) {
-		bool wake, stop;
-		int grace_ms, ncancels;
-		char **cancels;
-		take_mailbox(w, &wake, &stop, &grace_ms, &cancels, &ncancels);
-		want_claim = want_claim || wake;
-		for (int i = 0; i < ncancels; i++) {
-			for (struct inflight *f = w->head; f != NULL; f = f->next) {
-				if (f->job.kind == JOB_STEP && !f->cancel_abort &&
-				    strcmp(f->job.run_id, cancels[i]) == 0) {
-					f->cancel_abort = true;
-					log_info("dispatcher", "aborting call: run cancelled",
-						 "run_id=%s job_id=%s step=%d", f->job.run_id, f->job.id,
-						 f->job.step);
-					webhook_call_abort(w->wc, f->call);
-				}
-			}
-			free(cancels[i]);
-		}
-		free(cancels);
-
 		int64_t now = timefmt_mono_ms();
-		if (stop && !draining) {
-			draining = true;
-			drain_deadline = now + grace_ms;
-			log_info("dispatcher", "draining", "worker=%d inflight=%d grace_ms=%d", w->index,
-				 w->ninflight, grace_ms);
+		pthread_mutex_lock(&w->mu);
+		for (;;) {
+			take_settlements(w);
+			bool stopping = w->stop;
+			int room = w->capacity - w->outstanding;
+			bool claimable = !stopping && w->want_claim && room > 0 &&
+					 (w->db != NULL || now >= w->db_retry_at);
+			bool settle = work_pending(w) && now >= w->settle_retry_at;
+			bool renew_due = w->outstanding > 0 && now >= w->next_renew;
+			bool poll_due = !stopping && now >= w->next_poll;
+			if (claimable || settle || renew_due || poll_due ||
+			    (stopping && w->io_done && !work_pending(w)) ||
+			    (stopping && w->io_done && w->db == NULL && now >= w->db_retry_at))
+				break;
+			/* Sleep until signalled or the next timer. */
+			int64_t wake = w->next_poll;
+			if (w->outstanding > 0 && w->next_renew < wake)
+				wake = w->next_renew;
+			if (work_pending(w) && w->settle_retry_at < wake)
+				wake = w->settle_retry_at;
+			if (w->db == NULL && w->db_retry_at < wake)
+				wake = w->db_retry_at;
+			if (stopping && (wake > now + 1000 || wake < now))
+				wake = now + 1000;
+			struct timespec ts = {.tv_sec = (time_t)(wake / 1000),
+					      .tv_nsec = (long)(wake % 1000) * 1000000L};
+			pthread_cond_timedwait(&w->db_cv, &w->mu, &ts);
+			now = timefmt_mono_ms();
 		}
-		if (draining && now >= drain_deadline) {
-			for (struct inflight *f = w->head; f != NULL; f = f->next) {
-				if (!f->shutdown) {
-					f->shutdown = true;
-					webhook_call_abort(w->wc, f->call);
-				}
-			}
-		}
-
-		struct webhook_call *call;
-		while ((call = webhook_client_take_done(w->wc)) != NULL)
-			complete(w, call);
-		if (flush_settlements(w))
-			want_claim = true; /* claim a next step without waiting for its NOTIFY */
-		renew(w);
-
-		if (!draining && want_claim)
-			want_claim = claim(w);
-
-		bool settled = json_array_size(w->steps_out) == 0 &&
-			       json_array_size(w->callbacks_out) == 0;
-		if (draining && w->ninflight == 0 && (settled || w->db == NULL))
-			break;
-
-		/* Sleep until the next thing to do. */
-		now = timefmt_mono_ms();
-		long timeout = cfg->poll_ms;
-		long t = webhook_client_timeout_ms(w->wc);
-		if (t >= 0 && t < timeout)
-			timeout = t;
-		if (w->head != NULL && w->next_renew - now < timeout)
-			timeout = (long)(w->next_renew - now);
-		if (!settled && w->settle_retry_at - now < timeout)
-			timeout = (long)(w->settle_retry_at - now);
-		if (draining && drain_deadline - now < timeout)
-			timeout = (long)(drain_deadline - now);
-		if (!draining && w->next_poll - now < timeout)
-			timeout = (long)(w->next_poll - now);
-		if (want_claim && !draining && w->ninflight < w->capacity)
-			timeout = w->db == NULL ? (long)(w->db_retry_at - now) : 0;
-		if (timeout < 0)
-			timeout = 0;
-
-		int n = epoll_wait(w->epfd, evs, (int)(sizeof evs / sizeof evs[0]), (int)timeout);
-		if (n < 0 && errno != EINTR) {
-			log_error("dispatcher", "epoll_wait failed", "errno=%d", errno);
-			n = 0;
-		}
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.fd == w->evfd) {
-				uint64_t v;
-				ssize_t r = read(w->evfd, &v, sizeof v);
-				(void)r;
-			} else {
-				webhook_client_socket_event(w->wc, evs[i].data.fd, evs[i].events);
-			}
-		}
-		if (webhook_client_timeout_ms(w->wc) == 0)
-			webhook_client_timeout(w->wc);
-		now = timefmt_mono_ms();
+		bool stopping = w->stop;
+		bool io_done = w->io_done;
+		bool any_outstanding = w->outstanding > 0;
+		int room = w->capacity - w->outstanding;
 		if (now >= w->next_poll) {
-			want_claim = true;
 			w->next_poll = now + cfg->poll_ms;
+			w->want_claim = !stopping;
+		}
+		/* The wake is consumed only when there is room to act on it; a
+		 * wake that arrives during the claim sets it again. */
+		bool want = w->want_claim && !stopping && room > 0;
+		if (want)
+			w->want_claim = false;
+		pthread_mutex_unlock(&w->mu);
+
+		bool more_work = flush_settlements(w);
+		renew(w, any_outstanding);
+		bool again = more_work; /* a committed step may have queued its next step */
+		if (want && claim(w, room))
+			again = true;   /* a full batch: more may be waiting */
+		if (again) {
+			pthread_mutex_lock(&w->mu);
+			if (!w->stop)
+				w->want_claim = true;
+			pthread_mutex_unlock(&w->mu);
+		}
+		if (stopping && io_done) {
+			pthread_mutex_lock(&w->mu);
+			take_settlements(w);
+			pthread_mutex_unlock(&w->mu);
+			flush_settlements(w);
+			if (!work_pending(w) || w->db == NULL)
+				break;
 		}
 	}
 
 	/* Claims this worker could not settle go back to the queue now rather
 	 * than after their lease expires. */
-	if (w->db != NULL) {
+	if (ensure_db(w)) {
 		struct err e = {0};
 		int n = 0;
 		if (db_jobs_reap(w->db, w->owner, 100000, &n, &e))
@@ -723,24 +936,28 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* ---- public --------------------------------------------------------------- */
+
 enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 {
 	for (int i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes, &d->cfg->egress) : NULL;
-		w->steps_out = json_array();
-		w->outputs_out = json_array();
-		w->callbacks_out = json_array();
-		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
+		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
+							  &d->cfg->egress)
+				     : NULL;
+		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL || w->steps_out == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);
 		struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->evfd};
 		epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
-		w->wake = true;
-		if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+		w->want_claim = true;
+		if (pthread_create(&w->io_thread, NULL, io_main, w) != 0)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot start worker %d", i);
-		w->started = true;
+		w->io_started = true;
+		if (pthread_create(&w->db_thread, NULL, db_main, w) != 0)
+			return err_set(e, ERR_INTERNAL, "dispatcher: cannot start worker %d", i);
+		w->db_started = true;
 	}
 	log_info("dispatcher", "started", "workers=%d max_inflight=%d instance=%s", d->nworkers,
 		 d->cfg->max_inflight, d->instance);
@@ -752,11 +969,11 @@ void dispatcher_wake(struct dispatcher *d)
 	for (int i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
 		pthread_mutex_lock(&w->mu);
-		bool was = w->wake;
-		w->wake = true;
+		if (!w->want_claim) {
+			w->want_claim = true;
+			pthread_cond_signal(&w->db_cv);
+		}
 		pthread_mutex_unlock(&w->mu);
-		if (!was && w->started)
-			poke(w);
 	}
 }
 
@@ -781,8 +998,8 @@ void dispatcher_cancel(struct dispatcher *d, const char *run_id)
 		}
 		w->cancels[w->ncancels++] = copy;
 		pthread_mutex_unlock(&w->mu);
-		if (w->started)
-			poke(w);
+		if (w->io_started)
+			poke_io(w);
 	}
 }
 
@@ -793,15 +1010,22 @@ void dispatcher_stop(struct dispatcher *d, int grace_ms)
 		pthread_mutex_lock(&w->mu);
 		w->stop = true;
 		w->grace_ms = grace_ms;
+		if (!w->io_started)
+			w->io_done = true;
+		pthread_cond_signal(&w->db_cv);
 		pthread_mutex_unlock(&w->mu);
-		if (w->started)
-			poke(w);
+		if (w->io_started)
+			poke_io(w);
 	}
 	for (int i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
-		if (w->started) {
-			pthread_join(w->thread, NULL);
-			w->started = false;
+		if (w->io_started) {
+			pthread_join(w->io_thread, NULL);
+			w->io_started = false;
+		}
+		if (w->db_started) {
+			pthread_join(w->db_thread, NULL);
+			w->db_started = false;
 		}
 	}
 }
@@ -817,11 +1041,25 @@ void dispatcher_free(struct dispatcher *d)
 			w->head = f->next;
 			free_inflight(f);
 		}
+		while (w->to_io != NULL) {
+			struct inflight *f = w->to_io;
+			w->to_io = f->next;
+			free_inflight(f);
+		}
+		while (w->renewals != NULL) {
+			struct renewal *rn = w->renewals;
+			w->renewals = rn->next;
+			json_decref(rn->held);
+			free(rn);
+		}
 		webhook_client_free(w->wc);
 		db_conn_free(w->db);
 		json_decref(w->steps_out);
-		json_decref(w->outputs_out);
 		json_decref(w->callbacks_out);
+		json_decref(w->outputs_out);
+		json_decref(w->steps_work);
+		json_decref(w->callbacks_work);
+		json_decref(w->outputs_work);
 		for (int k = 0; k < w->ncancels; k++)
 			free(w->cancels[k]);
 		free(w->cancels);
@@ -830,6 +1068,7 @@ void dispatcher_free(struct dispatcher *d)
 		if (w->evfd >= 0)
 			close(w->evfd);
 		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->db_cv);
 	}
 	free(d->workers);
 	free(d->instance);

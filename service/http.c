@@ -59,6 +59,8 @@ struct http_req {
 	bool has_body;
 	bool replied;
 	bool early_reply; /* replied before reading the body */
+	struct err deferred;  /* an error answered once the body has been read */
+	size_t discarded;     /* body bytes read and dropped for a deferred error */
 	struct longpoll *lp;
 	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
 	char **allocs; /* decoded query values, freed with the request */
@@ -132,13 +134,14 @@ static bool valid_request_id(const char *s)
 	return true;
 }
 
-/* Matches `path` against `pattern`; fills r->params on success. */
-static bool match(struct http_req *r, const char *pattern, const char *path)
+bool http_path_match(const char *pattern, const char *path, char *params[HTTP_MAX_PARAMS],
+		     int *nparams)
 {
 	int np = 0;
-	char *params[HTTP_MAX_PARAMS] = {0};
+	char *got[HTTP_MAX_PARAMS] = {0};
 	const char *p = pattern;
 	const char *s = path;
+	*nparams = 0;
 	while (*p && *s) {
 		if (*p != '/' || *s != '/')
 			goto no;
@@ -149,12 +152,12 @@ static bool match(struct http_req *r, const char *pattern, const char *path)
 		const char *se = strchr(s, '/');
 		size_t sl = se ? (size_t)(se - s) : strlen(s);
 		if (pl == 2 && p[0] == '{' && p[1] == '}') {
-			if (sl == 0 || np == HTTP_MAX_PARAMS)
+			if (np == HTTP_MAX_PARAMS)
 				goto no;
 			char *v = pct_decode(s, sl, false);
 			if (v == NULL)
 				goto no;
-			params[np++] = v;
+			got[np++] = v;
 		} else if (pl != sl || strncmp(p, s, pl) != 0) {
 			goto no;
 		}
@@ -164,12 +167,12 @@ static bool match(struct http_req *r, const char *pattern, const char *path)
 	if (*p || *s)
 		goto no;
 	for (int i = 0; i < np; i++)
-		r->params[i] = params[i];
-	r->nparams = np;
+		params[i] = got[i];
+	*nparams = np;
 	return true;
 no:
 	for (int i = 0; i < np; i++)
-		free(params[i]);
+		free(got[i]);
 	return false;
 }
 
@@ -473,11 +476,60 @@ static bool json_content_type(const char *ct)
 	return next == '\0' || next == ';' || next == ' ';
 }
 
+#define DISCARD_MAX (64LL * 1024 * 1024) /* body bytes read and dropped before an error */
+
+struct header_scan {
+	const char *length; /* the first Content-Length */
+	bool conflicting_length;
+};
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	(void)kind;
+	struct header_scan *hs = cls;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (hs->length != NULL && strcmp(hs->length, value ? value : "") != 0)
+			hs->conflicting_length = true;
+		if (hs->length == NULL)
+			hs->length = value ? value : "";
+	}
+	return MHD_YES;
+}
+
+struct query_scan {
+	char bad[80]; /* the first query parameter that does not decode, quoted */
+};
+
+static bool decodes(const char *s)
+{
+	if (s == NULL)
+		return true;
+	char *d = pct_decode(s, strlen(s), true);
+	bool ok = d != NULL && ids_utf8_valid(d, strlen(d));
+	free(d);
+	return ok;
+}
+
+static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	(void)kind;
+	struct query_scan *qs = cls;
+	if (qs->bad[0] == '\0' && (!decodes(key) || !decodes(value))) {
+		ids_quote(key, strlen(key), qs->bad, sizeof qs->bad);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 /* First call of a request: route, authenticate, check the announced body.
- * Replies at once (without reading the body) on any failure. */
+ * On a failure the answer waits until a body of reasonable size has been read
+ * (see `deferred`); requests without a body are answered at once. */
 static void begin(struct http_req *r, const char *url)
 {
 	struct err e = {0};
+	long long len = 0;
 	const char *q = strchr(url, '?');
 	size_t plen = q ? (size_t)(q - url) : strlen(url);
 	char path[MAX_PATH_BYTES];
@@ -490,7 +542,7 @@ static void begin(struct http_req *r, const char *url)
 
 	bool path_known = false;
 	for (int i = 0; i < routes_count; i++) {
-		if (!match(r, routes[i].pattern, path))
+		if (!http_path_match(routes[i].pattern, path, r->params, &r->nparams))
 			continue;
 		if (strcmp(routes[i].method, r->method) == 0) {
 			r->route = &routes[i];
@@ -512,11 +564,23 @@ static void begin(struct http_req *r, const char *url)
 	}
 	if (authorize(r, &e))
 		goto fail;
+	struct header_scan hs = {0};
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_header, &hs);
+	if (hs.conflicting_length) {
+		err_set(&e, ERR_INVALID, "content-length: conflicting values");
+		goto fail;
+	}
+	struct query_scan qs = {0};
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_query, &qs);
+	if (qs.bad[0] != '\0') {
+		err_set(&e, ERR_INVALID, "%s: malformed percent-encoding or invalid UTF-8", qs.bad);
+		goto fail;
+	}
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_CONTENT_LENGTH);
 	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	long long len = cl ? strtoll(cl, NULL, 10) : 0;
+	len = cl ? strtoll(cl, NULL, 10) : 0;
 	r->has_body = len > 0 || te != NULL;
 	if (r->has_body) {
 		if (len > r->app->cfg->max_body_bytes) {
@@ -533,6 +597,13 @@ static void begin(struct http_req *r, const char *url)
 	}
 	return;
 fail:
+	/* A client whose body is still coming would see its connection reset
+	 * before reading an answer sent now: a body of reasonable size is read
+	 * and dropped first (see on_request), a huge one is answered at once. */
+	if (r->has_body && len <= DISCARD_MAX) {
+		r->deferred = e;
+		return;
+	}
 	r->early_reply = true;
 	http_reply_error(r, &e);
 }
@@ -563,6 +634,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->early_reply) {
 		*upload_data_size = 0; /* discard: the answer is already queued */
+		return MHD_YES;
+	}
+	if (r->deferred.code != ERR_OK) {
+		if (*upload_data_size > 0) {
+			r->discarded += *upload_data_size;
+			*upload_data_size = 0;
+			if ((long long)r->discarded > DISCARD_MAX)
+				return MHD_NO; /* not worth reading further: close */
+			return MHD_YES;
+		}
+		if (!r->replied)
+			http_reply_error(r, &r->deferred); /* the body is consumed: answer */
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {

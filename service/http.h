@@ -42,6 +42,17 @@ struct http_server;
  * http_longpoll_suspend and is called again when the wait ends. */
 typedef void (*http_handler_fn)(struct http_req *r);
 
+/* Matches request path `path` (without the query string) against route
+ * pattern `pattern` (handlers/routes.c: "/v1/runs/{}/steps"), both borrowed.
+ * Segments compare byte for byte, except that a "{}" segment captures one
+ * segment (possibly empty: the handler names the field), percent-decoded ("%2F" stays inside it; a malformed
+ * escape or "%00" fails the match). On a match writes the captures, malloc'd,
+ * to params[0..*nparams) (at most HTTP_MAX_PARAMS; the caller frees them) and
+ * returns true; otherwise returns false with *nparams 0 and nothing allocated
+ * (also when out of memory). Pure. */
+bool http_path_match(const char *pattern, const char *path, char *params[HTTP_MAX_PARAMS],
+		     int *nparams);
+
 /* Starts serving on cfg->listen_host:listen_port. `app` borrowed. */
 enum err_code http_server_start(const struct app *app, struct http_server **out, struct err *e);
 
