@@ -18,7 +18,7 @@ packages=(
 	libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libpq-dev libssl-dev
 	libcmocka-dev
 	postgresql-15
-	python3 python3-pytest
+	python3 python3-pytest python3-pytest-xdist
 	curl valgrind
 )
 # The contract, dashboard and examples tests run on Node.js (20 on these

@@ -339,8 +339,11 @@ static void free_inflight(struct inflight *f)
 	free(f);
 }
 
-/* Hands settlement items to the database thread; `done` jobs no longer
- * count against the worker's room. */
+/* Hands settlement items to the database thread and empties the caller's
+ * arrays; `done` jobs no longer count against the worker's room. jansson's
+ * reference counts are not shared between threads safely, so the I/O thread
+ * drops its references inside the lock: once the database thread takes the
+ * items, it is their only user. */
 static void post_settlements(struct worker *w, json_t *steps, json_t *callbacks, json_t *outputs,
 			     int done)
 {
@@ -348,6 +351,9 @@ static void post_settlements(struct worker *w, json_t *steps, json_t *callbacks,
 	json_array_extend(w->steps_out, steps);
 	json_array_extend(w->callbacks_out, callbacks);
 	json_array_extend(w->outputs_out, outputs);
+	json_array_clear(steps);
+	json_array_clear(callbacks);
+	json_array_clear(outputs);
 	w->outstanding -= done;
 	pthread_cond_signal(&w->db_cv);
 	pthread_mutex_unlock(&w->mu);
@@ -547,12 +553,8 @@ static void *io_main(void *arg)
 			complete(w, call, steps, callbacks, outputs);
 			done++;
 		}
-		if (done > 0) {
+		if (done > 0)
 			post_settlements(w, steps, callbacks, outputs, done);
-			json_array_clear(steps);
-			json_array_clear(callbacks);
-			json_array_clear(outputs);
-		}
 		if (draining && w->ninflight == 0)
 			break;
 

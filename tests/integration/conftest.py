@@ -22,6 +22,7 @@ LOG_TAIL_LINES = int(os.environ.get("HOOKFLOW_TEST_LOG_LINES", "300"))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "service_env(**env): HOOKFLOW_* overrides for the `service` fixture")
+    config.addinivalue_line("markers", "serial: load- or time-sensitive; run alone, after the parallel part")
     config._hookflow_failed = False
 
 

@@ -709,6 +709,7 @@ def test_stalled_connections_are_closed_by_the_server_timeout(world):
     world.finish()
 
 
+@pytest.mark.serial
 def test_5000_concurrent_idle_connections(services, sql):
     """5,000 idle TCP connections (opened with raw sockets, sending nothing)
     are held by the service while it keeps answering normal requests; then

@@ -4,6 +4,7 @@ termination is not `succeeded`, another set is 409 group_mismatch, duplicate
 keys are 400; member run ids are hex SHA-256 of "<group_id>/<key>"; GET gives
 counts and paged members and long-polls with ?wait_ms; cancel and forget."""
 
+import pytest
 import threading
 import time
 
@@ -376,6 +377,7 @@ def test_delete_is_409_while_active_then_204_and_the_id_starts_afresh(api, webho
 # Scale
 # --------------------------------------------------------------------------
 
+@pytest.mark.serial
 def test_group_of_1000_members_is_submitted_in_one_request_under_a_second(api, webhook):
     """Issue 4 states the requirement: a group of 1,000 members is submitted in
     one request and answers in well under a second on this machine. The PUT's

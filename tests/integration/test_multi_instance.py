@@ -1,6 +1,7 @@
 """SPEC section 10: several instances share one database; every run finishes
 and no step is settled twice."""
 
+import pytest
 import collections
 import concurrent.futures
 import threading
@@ -11,6 +12,7 @@ RUNS = 500
 STEPS = 3
 
 
+@pytest.mark.serial
 def test_two_instances_finish_500_runs_without_double_settlement(services, db, webhook):
     a = services.start()
     b = services.start()
