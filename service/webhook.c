@@ -443,6 +443,12 @@ void webhook_call_result(const struct webhook_call *call, struct call_result *r)
 		r->status = call->status;
 		return;
 	}
+	if (call->code == CURLE_OUT_OF_MEMORY) {
+		/* What curl reports for a header line over its own limit. */
+		r->transport_error = (int)call->code;
+		r->transport_msg = "response headers too large (or out of memory)";
+		return;
+	}
 	r->transport_error = (int)call->code;
 	r->timed_out = call->code == CURLE_OPERATION_TIMEDOUT;
 	r->transport_msg = call->errbuf[0] ? call->errbuf : curl_easy_strerror(call->code);
