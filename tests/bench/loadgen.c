@@ -1,0 +1,662 @@
+/* loadgen: submits hookflow runs over keep-alive HTTP/1.1 (epoll, raw sockets) and measures them.
+ *
+ *   loadgen submit  -u HOST:PORT[,HOST:PORT...] -w WORKFLOW -n RUNS [-c CONNS]
+ *                   [-p PREFIX] [-b INPUT_BYTES] [-d CONNINFO] [-T TIMEOUT_S]
+ *                   [-D DUE_MS]
+ *       Submits RUNS runs (POST /v1/runs, run ids PREFIX-0..RUNS-1) as fast as
+ *       CONNS keep-alive connections allow, spread over the given instances.
+ *       With -d it then waits until every run of the database is terminal,
+ *       counting active runs with one query every 100 ms on one libpq
+ *       connection (no load on the service), and takes the end time from the database:
+ *       max(finished_at). The elapsed time runs from the first submission to
+ *       that end. With -D every run is submitted with the delay_ms that makes
+ *       it due DUE_MS after the first submission, so that all of them become
+ *       claimable at once (the in-flight test).
+ *
+ *   loadgen latency -u HOST:PORT -w WORKFLOW -n COUNT [-W WARMUP] [-p PREFIX]
+ *                   [-d CONNINFO]
+ *       Idle latency: one run at a time, POST /v1/runs then GET
+ *       /v1/runs/{id}?wait_ms=30000 on the same connection; the latency is from
+ *       just before the POST is written to the terminal answer. With -d it also
+ *       reports the server's own view, finished_at - created_at.
+ *
+ * Results go to stdout as key=value lines; progress and errors to stderr.
+ * Exit status: 0 when every run was accepted (and, with -d, ended succeeded),
+ * 1 otherwise, 2 for usage errors. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TARGETS 16
+
+struct target {
+	struct sockaddr_in sa;
+	char hostport[64];
+};
+
+static struct target targets[MAX_TARGETS];
+static int ntargets;
+static const char *workflow;
+static const char *prefix = "r";
+static const char *conninfo;
+static long nruns = 100;
+static int nconns = 64;
+static long input_bytes;
+static int timeout_s = 300;
+static int warmup = 5;
+static long due_ms = -1;  /* -D: every run due at submit start + due_ms */
+static int64_t start_us;
+static char *pad; /* input padding, input_bytes long */
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* This process's CPU time so far, in ms (printed as cpu_ms for the bench's
+ * accounting of who used the machine). */
+static long cpu_ms(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000L;
+}
+
+static void die(const char *msg)
+{
+	fprintf(stderr, "loadgen: %s\n", msg);
+	exit(2);
+}
+
+/* ---- HTTP --------------------------------------------------------------- */
+
+/* Builds the request for run `i` into a new buffer. */
+static char *submit_request(const struct target *t, long i, size_t *len)
+{
+	size_t cap = 512 + (size_t)input_bytes;
+	char *body = malloc(cap);
+	char delay[48] = "";
+	if (due_ms >= 0) {
+		int64_t left = due_ms - (mono_us() - start_us) / 1000;
+		snprintf(delay, sizeof delay, ",\"delay_ms\":%lld", (long long)(left > 0 ? left : 0));
+	}
+	int bl;
+	if (pad != NULL)
+		bl = snprintf(body, cap, "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"pad\":\"%s\"}}",
+			      workflow, prefix, i, delay, pad);
+	else
+		bl = snprintf(body, cap, "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"i\":%ld}}",
+			      workflow, prefix, i, delay, i);
+	char *req = malloc((size_t)bl + 256);
+	int n = snprintf(req, (size_t)bl + 256,
+			 "POST /v1/runs HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %d\r\n\r\n%s",
+			 t->hostport, bl, body);
+	free(body);
+	*len = (size_t)n;
+	return req;
+}
+
+/* Looks at a response in buf[0..len): returns its total length once complete,
+ * 0 while incomplete, -1 when malformed. Sets the status and the body span
+ * (for chunked bodies, the span of the raw chunked data). */
+static long parse_response(const char *buf, size_t len, int *status, const char **body,
+			   size_t *blen)
+{
+	const char *hend = len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+	if (hend == NULL)
+		return len > 65536 ? -1 : 0;
+	size_t hl = (size_t)(hend - buf) + 4;
+	if (len < 12 || strncmp(buf, "HTTP/1.", 7) != 0)
+		return -1;
+	*status = atoi(buf + 9);
+	long long clen = -1;
+	bool chunked = false;
+	const char *line = memchr(buf, '\n', hl) + 1;
+	while (line < buf + hl - 2) {
+		const char *eol = memchr(line, '\n', (size_t)(buf + hl - line));
+		size_t ll = (size_t)(eol - line);
+		if (ll > 15 && strncasecmp(line, "content-length:", 15) == 0)
+			clen = strtoll(line + 15, NULL, 10);
+		else if (ll > 18 && strncasecmp(line, "transfer-encoding:", 18) == 0 &&
+			 memmem(line, ll, "chunked", 7) != NULL)
+			chunked = true;
+		line = eol + 1;
+	}
+	*body = buf + hl;
+	if (chunked) {
+		size_t p = hl;
+		for (;;) {
+			const char *eol = memmem(buf + p, len - p, "\r\n", 2);
+			if (eol == NULL)
+				return 0;
+			long sz = strtol(buf + p, NULL, 16);
+			p = (size_t)(eol - buf) + 2;
+			if (sz == 0) {
+				/* trailers end with an empty line */
+				const char *end = memmem(buf + p - 2, len - (p - 2), "\r\n\r\n", 4);
+				if (end == NULL)
+					return 0;
+				*blen = (size_t)(end - *body);
+				return (long)(end - buf) + 4;
+			}
+			if (len < p + (size_t)sz + 2)
+				return 0;
+			p += (size_t)sz + 2;
+		}
+	}
+	if (clen < 0)
+		clen = 0;
+	if (len < hl + (size_t)clen)
+		return 0;
+	*blen = (size_t)clen;
+	return (long)(hl + (size_t)clen);
+}
+
+static int connect_to(const struct target *t, bool nonblock)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(fd, (const struct sockaddr *)&t->sa, sizeof t->sa) != 0 && errno != EINPROGRESS) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- submit ------------------------------------------------------------- */
+
+struct conn {
+	int fd;
+	int target;
+	long run;         /* run being submitted, -1 when idle */
+	char *req;
+	size_t req_len, req_off;
+	char *in;
+	size_t in_len, in_cap;
+	int retries;
+};
+
+static long next_run, accepted, resubmitted, failed, shown_errors;
+static int epfd;
+
+static void conn_arm(struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = c};
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+		epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+static bool conn_open(struct conn *c)
+{
+	c->fd = connect_to(&targets[c->target], true);
+	if (c->fd < 0)
+		return false;
+	c->in_len = 0;
+	c->req_off = 0;
+	conn_arm(c, EPOLLOUT);
+	return true;
+}
+
+/* Starts the next submission on c, or closes c when none is left. */
+static void conn_next(struct conn *c)
+{
+	free(c->req);
+	c->req = NULL;
+	if (next_run >= nruns) {
+		c->run = -1;
+		epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	c->run = next_run++;
+	c->retries = 0;
+	c->req = submit_request(&targets[c->target], c->run, &c->req_len);
+	c->req_off = 0;
+	conn_arm(c, EPOLLOUT);
+}
+
+/* The connection broke: reconnect and send the same request again (submitting
+ * the same run id with the same input is harmless). */
+static void conn_retry(struct conn *c)
+{
+	epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	if (++c->retries > 20 || !conn_open(c)) {
+		fprintf(stderr, "loadgen: run %s-%ld: connection to %s failed repeatedly\n", prefix,
+			c->run, targets[c->target].hostport);
+		failed++;
+		c->run = -1;
+		if (c->fd >= 0) {
+			epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			close(c->fd);
+			c->fd = -1;
+		}
+	}
+}
+
+static void conn_event(struct conn *c, uint32_t events)
+{
+	if (c->req_off < c->req_len) {
+		if (events & (EPOLLERR | EPOLLHUP)) {
+			conn_retry(c);
+			return;
+		}
+		while (c->req_off < c->req_len) {
+			ssize_t n = write(c->fd, c->req + c->req_off, c->req_len - c->req_off);
+			if (n > 0) {
+				c->req_off += (size_t)n;
+			} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				return;
+			} else {
+				conn_retry(c);
+				return;
+			}
+		}
+		conn_arm(c, EPOLLIN);
+		return;
+	}
+	for (;;) {
+		if (c->in_cap - c->in_len < 4096) {
+			c->in_cap = c->in_cap ? c->in_cap * 2 : 16384;
+			c->in = realloc(c->in, c->in_cap);
+		}
+		ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+		if (n > 0) {
+			c->in_len += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		conn_retry(c); /* closed before the answer */
+		return;
+	}
+	int status = 0;
+	const char *body = NULL;
+	size_t blen = 0;
+	long total = parse_response(c->in, c->in_len, &status, &body, &blen);
+	if (total == 0)
+		return;
+	if (total < 0) {
+		conn_retry(c);
+		return;
+	}
+	if (status == 201) {
+		accepted++;
+	} else if (status == 200) {
+		resubmitted++;
+	} else {
+		failed++;
+		if (shown_errors++ < 5)
+			fprintf(stderr, "loadgen: run %s-%ld: HTTP %d: %.*s\n", prefix, c->run, status,
+				(int)(blen > 300 ? 300 : blen), body);
+	}
+	memmove(c->in, c->in + total, c->in_len - (size_t)total);
+	c->in_len -= (size_t)total;
+	conn_next(c);
+}
+
+static PGconn *db_open(void)
+{
+	PGconn *pg = PQconnectdb(conninfo);
+	if (PQstatus(pg) != CONNECTION_OK) {
+		fprintf(stderr, "loadgen: database: %s", PQerrorMessage(pg));
+		exit(1);
+	}
+	return pg;
+}
+
+static long long db_int(PGconn *pg, const char *sql, int col)
+{
+	PGresult *r = PQexec(pg, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1) {
+		fprintf(stderr, "loadgen: query failed: %s: %s", sql, PQerrorMessage(pg));
+		exit(1);
+	}
+	long long v = PQgetisnull(r, 0, col) ? -1 : strtoll(PQgetvalue(r, 0, col), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static int cmd_submit(void)
+{
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (nconns > nruns)
+		nconns = (int)(nruns > 0 ? nruns : 1);
+	struct conn *cs = calloc((size_t)nconns, sizeof *cs);
+	int64_t t0_wall = wall_ms();
+	int64_t t0 = mono_us();
+	start_us = t0;
+	for (int i = 0; i < nconns; i++) {
+		cs[i].target = i % ntargets;
+		cs[i].run = -1;
+		if (!conn_open(&cs[i])) {
+			fprintf(stderr, "loadgen: cannot connect to %s\n", targets[cs[i].target].hostport);
+			return 1;
+		}
+		/* the first request goes out once connected */
+		cs[i].run = next_run++;
+		cs[i].req = submit_request(&targets[cs[i].target], cs[i].run, &cs[i].req_len);
+		cs[i].req_off = 0;
+	}
+	int active = nconns;
+	struct epoll_event evs[256];
+	int64_t deadline = t0 + (int64_t)timeout_s * 1000000;
+	while (active > 0) {
+		int n = epoll_wait(epfd, evs, 256, 1000);
+		for (int i = 0; i < n; i++)
+			conn_event(evs[i].data.ptr, evs[i].events);
+		active = 0;
+		for (int i = 0; i < nconns; i++)
+			active += cs[i].run >= 0;
+		if (mono_us() > deadline) {
+			fprintf(stderr, "loadgen: submissions did not finish within %d s\n", timeout_s);
+			failed += nruns - accepted - resubmitted - failed;
+			break;
+		}
+	}
+	int64_t t1 = mono_us();
+	double submit_s = (double)(t1 - t0) / 1e6;
+	printf("runs=%ld\nconns=%d\naccepted=%ld\nresubmitted=%ld\nfailed=%ld\n", nruns, nconns,
+	       accepted, resubmitted, failed);
+	printf("submit_s=%.3f\nsubmit_rate=%.0f\n", submit_s, (double)(accepted + resubmitted) / submit_s);
+	fflush(stdout);
+	if (conninfo == NULL)
+		return failed == 0 ? 0 : 1;
+
+	/* Wait until every run is terminal: one cheap query (an index-only scan of
+	 * the partial index of active runs) every 100 ms. The end time comes from
+	 * the database, so the polling period does not matter. */
+	PGconn *pg = db_open();
+	PGresult *pr = PQprepare(pg, "active",
+				 "SELECT count(*) FROM run WHERE status NOT IN ('succeeded', 'failed', 'cancelled')",
+				 0, NULL);
+	if (PQresultStatus(pr) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "loadgen: prepare failed: %s", PQerrorMessage(pg));
+		return 1;
+	}
+	PQclear(pr);
+	int64_t last_report = mono_us();
+	long long still = 0;
+	for (;;) {
+		PGresult *r = PQexecPrepared(pg, "active", 0, NULL, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "loadgen: count failed: %s", PQerrorMessage(pg));
+			return 1;
+		}
+		still = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		PQclear(r);
+		if (still == 0)
+			break;
+		int64_t now = mono_us();
+		if (now > deadline) {
+			fprintf(stderr, "loadgen: %lld runs still active after %d s\n", still, timeout_s);
+			break;
+		}
+		if (now - last_report > 5000000) {
+			fprintf(stderr, "loadgen: %lld runs active\n", still);
+			last_report = now;
+		}
+		struct timespec ts = {0, 100 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	int64_t seen = mono_us();
+	long long end_ms = db_int(pg, "SELECT (extract(epoch FROM max(finished_at)) * 1000)::bigint FROM run", 0);
+	long long total = db_int(pg, "SELECT count(*) FROM run", 0);
+	long long terminal = total - still;
+	long long succeeded = db_int(pg, "SELECT count(*) FROM run WHERE status = 'succeeded'", 0);
+	long long attempts = db_int(pg, "SELECT count(*) FROM step_attempt", 0);
+	PQfinish(pg);
+	double done_s = (double)(end_ms - t0_wall) / 1000.0;
+	if (done_s <= 0)
+		done_s = (double)(seen - t0) / 1e6;
+	printf("terminal=%lld\nsucceeded=%lld\nstep_attempts=%lld\n", terminal, succeeded, attempts);
+	printf("done_s=%.3f\nseen_s=%.3f\nruns_per_s=%.0f\nsteps_per_s=%.0f\n", done_s,
+	       (double)(seen - t0) / 1e6, (double)terminal / done_s, (double)attempts / done_s);
+	if (due_ms >= 0) {
+		/* from the moment the runs came due: how long until the last ended */
+		printf("after_due_s=%.3f\n", done_s - (double)due_ms / 1000.0);
+	}
+	return failed == 0 && terminal == total && succeeded == total ? 0 : 1;
+}
+
+/* ---- latency ------------------------------------------------------------ */
+
+/* Sends req on fd and reads one response into *buf; returns the status or -1. */
+static int roundtrip(int fd, const char *req, size_t len, char **buf, size_t *cap,
+		     const char **body, size_t *blen)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, req + off, len - off);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	size_t have = 0;
+	for (;;) {
+		if (*cap - have < 4096) {
+			*cap = *cap ? *cap * 2 : 65536;
+			*buf = realloc(*buf, *cap);
+		}
+		ssize_t n = read(fd, *buf + have, *cap - have);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		have += (size_t)n;
+		int status;
+		long total = parse_response(*buf, have, &status, body, blen);
+		if (total < 0)
+			return -1;
+		if (total > 0)
+			return status;
+	}
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(const int64_t *v, long n, double p)
+{
+	if (n == 0)
+		return 0;
+	long i = (long)(p * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+static int cmd_latency(void)
+{
+	const struct target *t = &targets[0];
+	int fd = connect_to(t, false);
+	if (fd < 0) {
+		fprintf(stderr, "loadgen: cannot connect to %s\n", t->hostport);
+		return 1;
+	}
+	int64_t *lat = calloc((size_t)nruns, sizeof *lat);
+	char *buf = NULL;
+	size_t cap = 0;
+	long bad = 0;
+	for (long i = -warmup; i < nruns; i++) {
+		size_t len;
+		long id = i + warmup; /* ids from 0, warm-up runs included */
+		char *req = submit_request(t, id, &len);
+		const char *body;
+		size_t blen;
+		int64_t t0 = mono_us();
+		int st = roundtrip(fd, req, len, &buf, &cap, &body, &blen);
+		free(req);
+		if (st != 201) {
+			fprintf(stderr, "loadgen: submit %s-%ld: HTTP %d\n", prefix, id, st);
+			bad++;
+			if (st < 0)
+				return 1;
+			continue;
+		}
+		char get[512];
+		int gl = snprintf(get, sizeof get,
+				  "GET /v1/runs/%s-%ld?wait_ms=30000 HTTP/1.1\r\nHost: %s\r\n\r\n", prefix,
+				  id, t->hostport);
+		st = roundtrip(fd, get, (size_t)gl, &buf, &cap, &body, &blen);
+		int64_t t1 = mono_us();
+		const char *s = st == 200 ? memmem(body, blen, "\"status\"", 8) : NULL;
+		size_t rest = s ? blen - (size_t)(s - body) : 0;
+		bool ok = s != NULL && memmem(s, rest < 40 ? rest : 40, "\"succeeded\"", 11) != NULL;
+		if (!ok) {
+			fprintf(stderr, "loadgen: run %s-%ld not succeeded: HTTP %d %.*s\n", prefix, id, st,
+				(int)(blen > 300 ? 300 : blen), body);
+			bad++;
+			continue;
+		}
+		if (i >= 0)
+			lat[i] = t1 - t0;
+	}
+	close(fd);
+	long n = nruns;
+	qsort(lat, (size_t)n, sizeof *lat, cmp_i64);
+	double sum = 0;
+	for (long i = 0; i < n; i++)
+		sum += (double)lat[i];
+	printf("count=%ld\nfailed=%ld\np50_ms=%.2f\np90_ms=%.2f\np99_ms=%.2f\nmax_ms=%.2f\nmean_ms=%.2f\n",
+	       n, bad, pct(lat, n, 0.50), pct(lat, n, 0.90), pct(lat, n, 0.99), pct(lat, n, 1.0),
+	       n ? sum / (double)n / 1000.0 : 0);
+	if (conninfo != NULL) {
+		PGconn *pg = db_open();
+		char sql[512];
+		snprintf(sql, sizeof sql,
+			 "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d), "
+			 "percentile_cont(0.99) WITHIN GROUP (ORDER BY d) FROM ("
+			 " SELECT extract(epoch FROM finished_at - created_at) * 1000 AS d FROM run"
+			 " WHERE run_id LIKE '%s-%%' AND substr(run_id, %zu)::int >= %d) x",
+			 prefix, strlen(prefix) + 2, warmup);
+		PGresult *r = PQexec(pg, sql);
+		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+			printf("server_p50_ms=%.2f\nserver_p99_ms=%.2f\n", atof(PQgetvalue(r, 0, 0)),
+			       atof(PQgetvalue(r, 0, 1)));
+		else
+			fprintf(stderr, "loadgen: %s", PQerrorMessage(pg));
+		PQclear(r);
+		PQfinish(pg);
+	}
+	free(lat);
+	free(buf);
+	return bad == 0 ? 0 : 1;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static void parse_targets(const char *list)
+{
+	char *copy = strdup(list);
+	for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (ntargets == MAX_TARGETS)
+			die("too many targets");
+		char *colon = strrchr(tok, ':');
+		if (colon == NULL)
+			die("-u wants HOST:PORT");
+		struct target *t = &targets[ntargets++];
+		snprintf(t->hostport, sizeof t->hostport, "%s", tok);
+		*colon = '\0';
+		t->sa.sin_family = AF_INET;
+		t->sa.sin_port = htons((uint16_t)atoi(colon + 1));
+		if (inet_pton(AF_INET, strcmp(tok, "localhost") == 0 ? "127.0.0.1" : tok,
+			      &t->sa.sin_addr) != 1)
+			die("-u wants an IPv4 address");
+	}
+	free(copy);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		die("usage: loadgen submit|latency -u HOST:PORT[,...] -w WORKFLOW -n N [options]");
+	const char *cmd = argv[1];
+	optind = 2;
+	int opt;
+	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:")) != -1) {
+		switch (opt) {
+		case 'u': parse_targets(optarg); break;
+		case 'w': workflow = optarg; break;
+		case 'n': nruns = atol(optarg); break;
+		case 'c': nconns = atoi(optarg); break;
+		case 'p': prefix = optarg; break;
+		case 'b': input_bytes = atol(optarg); break;
+		case 'd': conninfo = optarg; break;
+		case 'T': timeout_s = atoi(optarg); break;
+		case 'W': warmup = atoi(optarg); break;
+		case 'D': due_ms = atol(optarg); break;
+		default: die("unknown option");
+		}
+	}
+	if (ntargets == 0 || workflow == NULL || nruns < 1 || nconns < 1)
+		die("need -u, -w and -n");
+	if (input_bytes > 0) {
+		/* Incompressible padding (PostgreSQL compresses large jsonb values):
+		 * letters and digits from a fixed pseudo-random sequence. */
+		static const char alnum[] =
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+		pad = malloc((size_t)input_bytes + 1);
+		uint64_t x = 88172645463325252ULL;
+		for (long i = 0; i < input_bytes; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			pad[i] = alnum[x % 62];
+		}
+		pad[input_bytes] = '\0';
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	int rc;
+	if (strcmp(cmd, "submit") == 0)
+		rc = cmd_submit();
+	else if (strcmp(cmd, "latency") == 0)
+		rc = cmd_latency();
+	else
+		die("unknown command (submit or latency)");
+	printf("cpu_ms=%ld\n", cpu_ms());
+	return rc;
+}
