@@ -142,7 +142,6 @@ e2e: all
 # briefly from its checked-in corpus (tests/fuzz/run.sh).
 FUZZ_CC  ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
 # CFLAGS goes through the environment, so this Makefile's own flags are added
 # to it; UBSan findings abort, so libFuzzer sees them as crashes.
@@ -150,7 +149,7 @@ fuzz-build:
 	@CFLAGS="-g -O1 -fno-sanitize-recover=undefined" $(MAKE) --no-print-directory \
 	    BUILD=build/fuzz CC=$(FUZZ_CC) SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
 
-fuzz-bins: $(FUZZ_BIN)
+fuzz-bins: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 	@:
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libhookflow.a

@@ -173,13 +173,12 @@ enum err_code hc_check_url(const struct netpolicy *egress, const char *field, co
 	return rc;
 }
 
-enum err_code hc_value_body(struct http_req *r, char **text, struct err *e)
+enum err_code hc_value_parse(const json_t *body, char **text, struct err *e)
 {
 	static const char *const keys[] = {"value", NULL};
-	json_t *body = NULL;
 	char *canon = NULL;
 	*text = NULL;
-	if (http_req_json(r, &body, e) || hc_only_keys(body, keys, e))
+	if (hc_only_keys(body, keys, e))
 		goto out;
 	json_t *v = json_object_get(body, "value");
 	if (v == NULL) {
@@ -199,6 +198,15 @@ enum err_code hc_value_body(struct http_req *r, char **text, struct err *e)
 	canon = NULL;
 out:
 	free(canon);
+	return e->code;
+}
+
+enum err_code hc_value_body(struct http_req *r, char **text, struct err *e)
+{
+	json_t *body = NULL;
+	*text = NULL;
+	if (http_req_json(r, &body, e) == ERR_OK)
+		hc_value_parse(body, text, e);
 	json_decref(body);
 	return e->code;
 }

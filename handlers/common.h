@@ -56,6 +56,10 @@ enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int
  * value's canonical JSON exceeds 256 KiB. */
 enum err_code hc_value_body(struct http_req *r, char **text, struct err *e);
 
+/* The parser behind hc_value_body, for an already-decoded body object
+ * (borrowed): *text is malloc'd canonical JSON of the value, NULL on failure. */
+enum err_code hc_value_parse(const json_t *body, char **text, struct err *e);
+
 /* Validates user headers named `field`: an object of at most 64 string
  * values of at most 4096 bytes; names of 1..256 bytes that do not start with
  * the reserved "workflow." prefix. */

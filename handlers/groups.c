@@ -6,6 +6,7 @@
 #include "db/group.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
+#include "handlers/parse.h"
 #include "service/canon.h"
 #include "service/ids.h"
 
@@ -115,52 +116,66 @@ fail:
 	return NULL;
 }
 
+enum err_code groups_parse_put(const char *group_id, const json_t *body, struct group_put *out,
+			       struct err *e)
+{
+	int64_t prio, att;
+	json_t *members = NULL;
+	if (hc_only_keys(body, group_keys, e) ||
+	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &out->workflow, e))
+		goto out;
+	if (out->workflow == NULL) {
+		err_set(e, ERR_INVALID, "workflow: required");
+		goto out;
+	}
+	if (ids_check_workflow_name("workflow", out->workflow, strlen(out->workflow), e) ||
+	    hc_int(body, "priority", 0, 2147483647, -1, &prio, e) ||
+	    hc_int(body, "max_attempts", 1, 1000, -1, &att, e))
+		goto out;
+	out->priority = (int)prio;
+	out->max_attempts = (int)att;
+	json_t *gh = json_object_get(body, "headers");
+	if (gh != NULL && !json_is_null(gh) && hc_check_headers("headers", gh, e))
+		goto out;
+	members = members_of(group_id, json_object_get(body, "members"), gh, out->manifest, e);
+	if (members == NULL)
+		goto out;
+	out->members_text = json_dumps(members, JSON_COMPACT);
+	if (out->members_text == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+out:
+	json_decref(members);
+	return e->code;
+}
+
+void groups_put_cleanup(struct group_put *g)
+{
+	free(g->members_text);
+	memset(g, 0, sizeof *g);
+}
+
 void handle_group_put(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *body = NULL, *members = NULL, *g = NULL;
-	char *members_text = NULL, *next = NULL;
+	json_t *body = NULL, *g = NULL;
+	char *next = NULL;
 	const char *group_id = http_req_param(r, 0);
-	const char *workflow;
-	int64_t prio, att;
-	unsigned char manifest[32];
+	struct group_put gp = {0};
 	bool created = false, done;
 	int submitted = 0;
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) ||
-	    http_req_json(r, &body, &e) || hc_only_keys(body, group_keys, &e) ||
-	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &workflow, &e))
-		goto out;
-	if (workflow == NULL) {
-		err_set(&e, ERR_INVALID, "workflow: required");
-		goto out;
-	}
-	if (ids_check_workflow_name("workflow", workflow, strlen(workflow), &e) ||
-	    hc_int(body, "priority", 0, 2147483647, -1, &prio, &e) ||
-	    hc_int(body, "max_attempts", 1, 1000, -1, &att, &e))
-		goto out;
-	json_t *gh = json_object_get(body, "headers");
-	if (gh != NULL && !json_is_null(gh) && hc_check_headers("headers", gh, &e))
-		goto out;
-	members = members_of(group_id, json_object_get(body, "members"), gh, manifest, &e);
-	if (members == NULL)
-		goto out;
-	members_text = json_dumps(members, JSON_COMPACT);
-	if (members_text == NULL) {
-		err_set(&e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (hc_db(r, &c, &e) ||
-	    db_group_submit(c, group_id, workflow, manifest, members_text, (int)prio, (int)att,
-			    &created, &submitted, &e) ||
+	    http_req_json(r, &body, &e) || groups_parse_put(group_id, body, &gp, &e) ||
+	    hc_db(r, &c, &e) ||
+	    db_group_submit(c, group_id, gp.workflow, gp.manifest, gp.members_text, gp.priority,
+			    gp.max_attempts, &created, &submitted, &e) ||
 	    db_group_get(c, group_id, 100, NULL, &g, &next, &done, &e))
 		goto out;
 	json_object_set_new(g, "submitted", json_integer(submitted));
 	http_reply_json(r, created ? 201 : 200, g);
 out:
 	free(next);
-	free(members_text);
-	json_decref(members);
+	groups_put_cleanup(&gp);
 	json_decref(body);
 	hc_db_release(r, c);
 	if (e.code)

@@ -6,6 +6,7 @@
 #include "db/run.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
+#include "handlers/parse.h"
 #include "service/canon.h"
 #include "service/effects.h"
 #include "service/ids.h"
@@ -22,81 +23,78 @@ static const char *const submit_keys[] = {
 static const char *const statuses[] = {"pending", "scheduled", "waiting", "running",
 				       "cancelling", "succeeded", "failed", "cancelled", NULL};
 
-void handle_run_submit(struct http_req *r)
+enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egress,
+				struct run_submit *out, struct run_submit_buf *buf, struct err *e)
 {
-	struct err e = {0};
-	json_t *body = NULL, *run = NULL;
-	struct db_conn *c = NULL;
 	struct effects fx = {0};
-	char *input_text = NULL, *headers_text = NULL, *kv_text = NULL;
-	char ulid[IDS_ULID_LEN + 1];
 	int64_t n;
 	struct run_submit s = {.priority = -1, .max_attempts = -1, .delay_ms = -1};
 
-	if (http_req_json(r, &body, &e) || hc_only_keys(body, submit_keys, &e))
+	if (hc_only_keys(body, submit_keys, e))
 		goto out;
-	if (hc_str(body, "workflow", IDS_MAX_NAME + 1, &s.workflow, &e))
+	if (hc_str(body, "workflow", IDS_MAX_NAME + 1, &s.workflow, e))
 		goto out;
 	if (s.workflow == NULL) {
-		err_set(&e, ERR_INVALID, "workflow: required");
+		err_set(e, ERR_INVALID, "workflow: required");
 		goto out;
 	}
-	if (ids_check_workflow_name("workflow", s.workflow, strlen(s.workflow), &e))
+	if (ids_check_workflow_name("workflow", s.workflow, strlen(s.workflow), e))
 		goto out;
-	if (hc_str(body, "run_id", IDS_MAX_RUN_ID + 1, &s.run_id, &e))
+	if (hc_str(body, "run_id", IDS_MAX_RUN_ID + 1, &s.run_id, e))
 		goto out;
 	if (s.run_id != NULL) {
-		if (ids_check_run_id("run_id", s.run_id, strlen(s.run_id), &e))
+		if (ids_check_run_id("run_id", s.run_id, strlen(s.run_id), e))
 			goto out;
 	} else {
-		ids_ulid_new(ulid);
-		s.run_id = ulid;
+		ids_ulid_new(buf->ulid);
+		s.run_id = buf->ulid;
 	}
 
 	json_t *input = json_object_get(body, "input");
 	if (input == NULL)
 		input = json_null();
 	if (canon_json_sha256(input, s.input_hash) != 0) {
-		err_set(&e, ERR_INTERNAL, "out of memory");
+		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	input_text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
+	buf->input_text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
 
 	json_t *headers = json_object_get(body, "headers");
-	if (headers != NULL && !json_is_null(headers)) {
-		if (hc_check_headers("headers", headers, &e))
+	bool has_headers = headers != NULL && !json_is_null(headers);
+	if (has_headers) {
+		if (hc_check_headers("headers", headers, e))
 			goto out;
-		headers_text = json_dumps(headers, JSON_COMPACT);
+		buf->headers_text = json_dumps(headers, JSON_COMPACT);
 	}
-	s.input_json = input_text;
-	s.headers_json = headers_text ? headers_text : "{}";
+	s.input_json = buf->input_text;
+	s.headers_json = buf->headers_text ? buf->headers_text : "{}";
 
-	if (hc_int(body, "priority", 0, 2147483647, -1, &n, &e))
+	if (hc_int(body, "priority", 0, 2147483647, -1, &n, e))
 		goto out;
 	s.priority = (int)n;
-	if (hc_int(body, "max_attempts", 1, 1000, -1, &n, &e))
+	if (hc_int(body, "max_attempts", 1, 1000, -1, &n, e))
 		goto out;
 	s.max_attempts = (int)n;
-	if (hc_int(body, "delay_ms", 0, VERDICT_MAX_DELAY_MS, -1, &s.delay_ms, &e))
+	if (hc_int(body, "delay_ms", 0, VERDICT_MAX_DELAY_MS, -1, &s.delay_ms, e))
 		goto out;
-	if (hc_str(body, "run_at", 64, &s.run_at, &e))
+	if (hc_str(body, "run_at", 64, &s.run_at, e))
 		goto out;
 	if (s.run_at != NULL) {
 		int64_t ms;
 		if (s.delay_ms >= 0) {
-			err_set(&e, ERR_INVALID, "run_at: cannot be combined with delay_ms");
+			err_set(e, ERR_INVALID, "run_at: cannot be combined with delay_ms");
 			goto out;
 		}
 		if (!timefmt_parse_rfc3339(s.run_at, &ms)) {
-			err_set(&e, ERR_INVALID, "run_at: must be an RFC 3339 timestamp");
+			err_set(e, ERR_INVALID, "run_at: must be an RFC 3339 timestamp");
 			goto out;
 		}
 	}
-	if (hc_str(body, "callback_url", HC_MAX_URL, &s.callback_url, &e))
+	if (hc_str(body, "callback_url", HC_MAX_URL, &s.callback_url, e))
 		goto out;
-	if (s.callback_url != NULL && hc_check_url(&http_req_app(r)->cfg->egress, "callback_url", s.callback_url, &e))
+	if (s.callback_url != NULL && hc_check_url(egress, "callback_url", s.callback_url, e))
 		goto out;
-	if (effects_parse(json_object_get(body, "kv"), "kv", &fx, &e))
+	if (effects_parse(json_object_get(body, "kv"), "kv", &fx, e))
 		goto out;
 	if (!effects_empty(&fx)) {
 		json_t *kv = json_object();
@@ -104,17 +102,44 @@ void handle_run_submit(struct http_req *r)
 			json_object_set(kv, "put", fx.put);
 		if (fx.del)
 			json_object_set(kv, "delete", fx.del);
-		kv_text = json_dumps(kv, JSON_COMPACT);
+		buf->kv_text = json_dumps(kv, JSON_COMPACT);
 		json_decref(kv);
-		s.kv_json = kv_text;
+		if (buf->kv_text == NULL) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			goto out;
+		}
+		s.kv_json = buf->kv_text;
 	}
-	if (input_text == NULL || (headers != NULL && !json_is_null(headers) && headers_text == NULL)) {
-		err_set(&e, ERR_INTERNAL, "out of memory");
+	if (buf->input_text == NULL || (has_headers && buf->headers_text == NULL)) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
+	*out = s;
+out:
+	effects_cleanup(&fx);
+	return e->code;
+}
 
+void runs_submit_buf_cleanup(struct run_submit_buf *buf)
+{
+	free(buf->input_text);
+	free(buf->headers_text);
+	free(buf->kv_text);
+	memset(buf, 0, sizeof *buf);
+}
+
+void handle_run_submit(struct http_req *r)
+{
+	struct err e = {0};
+	json_t *body = NULL, *run = NULL;
+	struct db_conn *c = NULL;
+	struct run_submit s = {0};
+	struct run_submit_buf buf = {0};
 	enum run_submit_result res;
-	if (hc_db(r, &c, &e) || db_run_submit(c, &s, &res, &run, &e))
+
+	if (http_req_json(r, &body, &e) ||
+	    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) ||
+	    hc_db(r, &c, &e) || db_run_submit(c, &s, &res, &run, &e))
 		goto out;
 	json_object_set_new(run, "newly_submitted", json_boolean(res == RUN_CREATED));
 	http_reply_json(r, res == RUN_CREATED ? 201 : 200, run);
@@ -123,10 +148,7 @@ out:
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
-	effects_cleanup(&fx);
-	free(input_text);
-	free(headers_text);
-	free(kv_text);
+	runs_submit_buf_cleanup(&buf);
 	json_decref(run);
 	json_decref(body);
 }
@@ -192,8 +214,7 @@ out:
 		http_reply_error(r, &e);
 }
 
-/* Turns "a,b" into the array literal "{a,b}" after checking each status. */
-static enum err_code parse_statuses(const char *in, struct strbuf *out, struct err *e)
+enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err *e)
 {
 	strbuf_puts(out, "{");
 	const char *p = in;
@@ -253,7 +274,7 @@ void handle_run_list(struct http_req *r)
 		goto out;
 	}
 	if (status != NULL && *status != '\0') {
-		if (parse_statuses(status, &st, &e))
+		if (runs_parse_statuses(status, &st, &e))
 			goto out;
 		f.statuses = st.data;
 	}
@@ -284,109 +305,129 @@ out:
 		http_reply_error(r, &e);
 }
 
-void handle_run_rerun(struct http_req *r)
+enum err_code runs_parse_rerun(const json_t *body, struct run_rerun *out, struct err *e)
 {
 	static const char *const keys[] = {"from_step", "input", NULL};
+	int64_t from = 0;
+	out->from_step = 0;
+	out->input_text = NULL;
+	if (body == NULL)
+		return ERR_OK;
+	if (hc_only_keys(body, keys, e) || hc_int(body, "from_step", 0, 2147483647, 0, &from, e))
+		return e->code;
+	out->from_step = (int)from;
+	json_t *input = json_object_get(body, "input");
+	if (input == NULL)
+		return ERR_OK;
+	if (from != 0)
+		return err_set(e, ERR_INVALID, "input: only allowed with from_step 0");
+	out->input_text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (out->input_text == NULL || canon_json_sha256(input, out->input_hash) != 0)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	return ERR_OK;
+}
+
+void runs_rerun_cleanup(struct run_rerun *r)
+{
+	free(r->input_text);
+	memset(r, 0, sizeof *r);
+}
+
+void handle_run_rerun(struct http_req *r)
+{
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	json_t *body = NULL, *run = NULL;
-	char *input_text = NULL;
-	unsigned char hash[32];
+	struct run_rerun rr = {0};
 	const char *id;
-	int64_t from = 0;
 	if (path_run_id(r, &id, &e))
 		goto out;
-	if (http_req_has_body(r)) {
-		if (http_req_json(r, &body, &e) || hc_only_keys(body, keys, &e) ||
-		    hc_int(body, "from_step", 0, 2147483647, 0, &from, &e))
-			goto out;
-		json_t *input = json_object_get(body, "input");
-		if (input != NULL) {
-			if (from != 0) {
-				err_set(&e, ERR_INVALID, "input: only allowed with from_step 0");
-				goto out;
-			}
-			input_text = json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY);
-			if (input_text == NULL || canon_json_sha256(input, hash) != 0) {
-				err_set(&e, ERR_INTERNAL, "out of memory");
-				goto out;
-			}
-		}
-	}
-	if (hc_db(r, &c, &e) ||
-	    db_run_rerun(c, id, (int)from, input_text, input_text ? hash : NULL, &run, &e))
+	if (http_req_has_body(r) && http_req_json(r, &body, &e))
+		goto out;
+	if (runs_parse_rerun(body, &rr, &e) || hc_db(r, &c, &e) ||
+	    db_run_rerun(c, id, rr.from_step, rr.input_text, rr.input_text ? rr.input_hash : NULL,
+			 &run, &e))
 		goto out;
 	http_reply_json(r, 201, run);
 out:
-	free(input_text);
+	runs_rerun_cleanup(&rr);
 	json_decref(body);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
 }
 
-void handle_run_cancel_many(struct http_req *r)
+enum err_code runs_parse_cancel_many(const json_t *body, struct run_cancel_filter *out,
+				     struct err *e)
 {
 	static const char *const keys[] = {"workflow", "status", "group_id", "created_before", NULL};
-	struct err e = {0};
-	struct db_conn *c = NULL;
-	json_t *body = NULL;
-	struct strbuf st = {0};
-	const char *workflow, *group_id, *before;
 	int64_t ms;
-	int total = 0, n;
-	if (http_req_json(r, &body, &e) || hc_only_keys(body, keys, &e) ||
-	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &workflow, &e) ||
-	    hc_str(body, "group_id", IDS_MAX_RUN_ID + 1, &group_id, &e) ||
-	    hc_str(body, "created_before", 64, &before, &e))
-		goto out;
-	if (workflow != NULL && ids_check_workflow_name("workflow", workflow, strlen(workflow), &e))
-		goto out;
-	if (group_id != NULL && ids_check_run_id("group_id", group_id, strlen(group_id), &e))
-		goto out;
-	if (before != NULL && !timefmt_parse_rfc3339(before, &ms)) {
-		err_set(&e, ERR_INVALID, "created_before: must be an RFC 3339 timestamp");
-		goto out;
-	}
+	if (hc_only_keys(body, keys, e) ||
+	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &out->workflow, e) ||
+	    hc_str(body, "group_id", IDS_MAX_RUN_ID + 1, &out->group_id, e) ||
+	    hc_str(body, "created_before", 64, &out->created_before, e))
+		return e->code;
+	if (out->workflow != NULL &&
+	    ids_check_workflow_name("workflow", out->workflow, strlen(out->workflow), e))
+		return e->code;
+	if (out->group_id != NULL &&
+	    ids_check_run_id("group_id", out->group_id, strlen(out->group_id), e))
+		return e->code;
+	if (out->created_before != NULL && !timefmt_parse_rfc3339(out->created_before, &ms))
+		return err_set(e, ERR_INVALID, "created_before: must be an RFC 3339 timestamp");
 	json_t *sv = json_object_get(body, "status");
 	if (sv != NULL && !json_is_null(sv)) {
-		if (!json_is_array(sv) || json_array_size(sv) == 0) {
-			err_set(&e, ERR_INVALID, "status: must be a non-empty array of statuses");
-			goto out;
-		}
+		if (!json_is_array(sv) || json_array_size(sv) == 0)
+			return err_set(e, ERR_INVALID, "status: must be a non-empty array of statuses");
 		struct strbuf joined = {0};
 		size_t i;
 		json_t *x;
 		json_array_foreach(sv, i, x) {
 			if (!json_is_string(x)) {
 				strbuf_cleanup(&joined);
-				err_set(&e, ERR_INVALID, "status[%zu]: must be a string", i);
-				goto out;
+				return err_set(e, ERR_INVALID, "status[%zu]: must be a string", i);
 			}
 			if (i > 0)
 				strbuf_puts(&joined, ",");
 			strbuf_puts(&joined, json_string_value(x));
 		}
-		enum err_code rc = parse_statuses(joined.data ? joined.data : "", &st, &e);
+		enum err_code rc =
+			runs_parse_statuses(joined.data ? joined.data : "", &out->statuses, e);
 		strbuf_cleanup(&joined);
 		if (rc)
-			goto out;
+			return rc;
 	}
-	if (workflow == NULL && group_id == NULL && before == NULL && st.data == NULL) {
-		err_set(&e, ERR_INVALID,
-			"body: name at least one of workflow, status, group_id, created_before");
-		goto out;
-	}
-	if (hc_db(r, &c, &e))
+	if (out->workflow == NULL && out->group_id == NULL && out->created_before == NULL &&
+	    out->statuses.data == NULL)
+		return err_set(e, ERR_INVALID,
+			       "body: name at least one of workflow, status, group_id, created_before");
+	return ERR_OK;
+}
+
+void runs_cancel_filter_cleanup(struct run_cancel_filter *f)
+{
+	strbuf_cleanup(&f->statuses);
+	memset(f, 0, sizeof *f);
+}
+
+void handle_run_cancel_many(struct http_req *r)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	json_t *body = NULL;
+	struct run_cancel_filter f = {0};
+	int total = 0, n;
+	if (http_req_json(r, &body, &e) || runs_parse_cancel_many(body, &f, &e) || hc_db(r, &c, &e))
 		goto out;
 	do {
-		if (db_run_cancel_many(c, workflow, st.data, group_id, before, 500, &n, &e))
+		if (db_run_cancel_many(c, f.workflow, f.statuses.data, f.group_id, f.created_before,
+				       500, &n, &e))
 			goto out;
 		total += n;
 	} while (n == 500);
 	http_reply_json(r, 200, json_pack("{s:i}", "cancelled", total));
 out:
-	strbuf_cleanup(&st);
+	runs_cancel_filter_cleanup(&f);
 	json_decref(body);
 	hc_db_release(r, c);
 	if (e.code)

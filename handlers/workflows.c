@@ -6,6 +6,7 @@
 #include "db/workflow.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
+#include "handlers/parse.h"
 #include "service/ids.h"
 #include "service/sig.h"
 
@@ -14,9 +15,8 @@ static const char *const workflow_keys[] = {
 	"max_concurrency", "secret", "step_output_replay", "name", NULL};
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
 
-/* Validates a workflow body into `w` (strings borrowed from `body`). */
-static enum err_code parse_workflow(const json_t *body, struct workflow_def *w,
-				    const struct netpolicy *egress, struct err *e)
+enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *egress,
+				   struct workflow_def *w, struct err *e)
 {
 	int64_t n;
 	if (hc_only_keys(body, workflow_keys, e))
@@ -81,7 +81,8 @@ void handle_workflow_put(struct http_req *r)
 	struct workflow_def w = {.name = http_req_param(r, 0)};
 	bool created = false;
 	if (ids_check_workflow_name("name", w.name, strlen(w.name), &e) ||
-	    http_req_json(r, &body, &e) || parse_workflow(body, &w, &http_req_app(r)->cfg->egress, &e) || hc_db(r, &c, &e) ||
+	    http_req_json(r, &body, &e) ||
+	    workflows_parse_body(body, &http_req_app(r)->cfg->egress, &w, &e) || hc_db(r, &c, &e) ||
 	    db_workflow_put(c, &w, &created, &out, &e))
 		goto out;
 	http_reply_json(r, created ? 201 : 200, out);

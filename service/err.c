@@ -28,6 +28,36 @@ static const struct {
 	[ERR_UNAVAILABLE] = {"unavailable", 503},
 };
 
+/* The length of the well-formed UTF-8 sequence at `p` (NUL-terminated; no
+ * byte past a NUL is read), or 0 when the bytes there are not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned char lo = 0x80, hi = 0xBF;
+	size_t n;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+		n = 2;
+	} else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+		n = 3;
+		lo = p[0] == 0xE0 ? 0xA0 : 0x80; /* overlong */
+		hi = p[0] == 0xED ? 0x9F : 0xBF; /* surrogates */
+	} else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+		n = 4;
+		lo = p[0] == 0xF0 ? 0x90 : 0x80; /* overlong */
+		hi = p[0] == 0xF4 ? 0x8F : 0xBF; /* above U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xBF)
+			return 0;
+	return n;
+}
+
 enum err_code err_set(struct err *e, enum err_code code, const char *fmt, ...)
 {
 	if (e == NULL)
@@ -39,6 +69,16 @@ enum err_code err_set(struct err *e, enum err_code code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
 	va_end(ap);
+	/* The message goes into a JSON body or a run's error text (Postgres
+	 * text): a byte that is not UTF-8 (outside input quoted by a parser, a
+	 * character cut short by the buffer) becomes '?'. */
+	for (unsigned char *p = (unsigned char *)e->msg; *p != '\0';) {
+		size_t n = utf8_len(p);
+		if (n == 0)
+			*p++ = '?';
+		else
+			p += n;
+	}
 	return code;
 }
 

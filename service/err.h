@@ -37,7 +37,8 @@ struct err {
 };
 
 /* Sets `e` to `code` with a printf-style message unless `e` already holds an
- * error (the first error wins). `e` may be NULL. Returns the code now held by
+ * error (the first error wins). The message is cut to fit and kept valid
+ * UTF-8: a byte that does not belong to a well-formed sequence becomes '?'. `e` may be NULL. Returns the code now held by
  * `e` (or `code` when `e` is NULL), so `return err_set(e, ...)` reads well. */
 enum err_code err_set(struct err *e, enum err_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

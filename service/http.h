@@ -45,8 +45,8 @@ typedef void (*http_handler_fn)(struct http_req *r);
 /* Matches request path `path` (without the query string) against route
  * pattern `pattern` (handlers/routes.c: "/v1/runs/{}/steps"), both borrowed.
  * Segments compare byte for byte, except that a "{}" segment captures one
- * segment (possibly empty: the handler names the field), percent-decoded ("%2F" stays inside it; a malformed
- * escape or "%00" fails the match). On a match writes the captures, malloc'd,
+ * segment (possibly empty: the handler names the field), percent-decoded
+ * ("%2F" stays inside it; a malformed escape or "%00" fails the match). On a match writes the captures, malloc'd,
  * to params[0..*nparams) (at most HTTP_MAX_PARAMS; the caller frees them) and
  * returns true; otherwise returns false with *nparams 0 and nothing allocated
  * (also when out of memory). Pure. */
