@@ -198,6 +198,21 @@ const char *db_str(const PGresult *r, int row, int col)
 	return PQgetvalue(r, row, col);
 }
 
+void db_page(PGresult *r, int limit, int json_col, int ms_col, int id_col, json_t **items,
+	     char **next)
+{
+	int n = PQntuples(r);
+	json_t *arr = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(arr, db_json(r, i, json_col));
+	*next = NULL;
+	if (n > limit)
+		*next = db_cursor_encode(ms_col < 0 ? 0 : db_i64(r, limit - 1, ms_col),
+					 PQgetvalue(r, limit - 1, id_col));
+	PQclear(r);
+	*items = arr;
+}
+
 char *db_cursor_encode(int64_t ms, const char *id)
 {
 	char raw[600];

@@ -42,14 +42,7 @@ enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const 
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	int n = PQntuples(r);
-	json_t *arr = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(arr, db_json(r, i, 0));
-	if (n > limit)
-		*next = db_cursor_encode(db_i64(r, limit - 1, 1), PQgetvalue(r, limit - 1, 2));
-	PQclear(r);
-	*items = arr;
+	db_page(r, limit, 0, 1, 2, items, next);
 	return ERR_OK;
 }
 

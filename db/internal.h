@@ -41,6 +41,13 @@ json_t *db_json(const PGresult *r, int row, int col);
 int64_t db_i64(const PGresult *r, int row, int col);
 const char *db_str(const PGresult *r, int row, int col);
 
+/* Turns the rows of a page query (fetched with LIMIT limit + 1) into a new
+ * JSON array of column `json_col` in *items and, when a further row exists,
+ * the cursor of the last row shown in *next (malloc'd; NULL on the last
+ * page): its column `ms_col` (-1: 0) and its id column `id_col`. Clears `r`. */
+void db_page(PGresult *r, int limit, int json_col, int ms_col, int id_col, json_t **items,
+	     char **next);
+
 /* Opaque pagination cursors: base64url of "<created ms>|<id>". */
 char *db_cursor_encode(int64_t ms, const char *id);
 enum err_code db_cursor_decode(const char *cursor, int64_t *ms, char **id, struct err *e);

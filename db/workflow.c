@@ -84,14 +84,7 @@ enum err_code db_workflow_list(struct db_conn *c, int limit, const char *cursor,
 	free(after);
 	if (r == NULL)
 		return e->code;
-	int n = PQntuples(r);
-	json_t *arr = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(arr, db_json(r, i, 0));
-	if (n > limit)
-		*next = db_cursor_encode(0, PQgetvalue(r, limit - 1, 1));
-	PQclear(r);
-	*items = arr;
+	db_page(r, limit, 0, -1, 1, items, next);
 	return ERR_OK;
 }
 
