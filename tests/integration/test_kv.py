@@ -329,6 +329,9 @@ def test_kv_effects_are_discarded_when_the_answer_comes_after_an_external_cancel
     rids = [api.submit("wf", run_id="race-%d" % i)["run_id"] for i in range(n)]
     for rid in rids:
         run = api.wait_terminal(rid)
+        # The run can end (the cancel aborts the call) before the webhook's own
+        # POST cancel has returned to it: wait for that response too.
+        wait_until(lambda: rid in cancels, timeout=10, message="the cancel response of " + rid)
         assert cancels[rid].status == 202 and cancels[rid].body["status"] == "cancelling", cancels[rid]
         assert run["status"] == "cancelled", run
         assert run["error"] is None and run["error_kind"] is None, run
