@@ -7,13 +7,13 @@
 
 #include "db/internal.h"
 
-static const struct db_stmt q_claim = {
-	"jobs_claim",
+static const struct db_stmt q_cycle = {
+	"jobs_cycle",
 	"SELECT kind, id, run_id, workflow, step, attempt, max_attempts, generation, payload,"
 	" headers, signal, group_id, group_key, claim_token, cancel_requested, url, timeout_ms,"
 	" secret, backoff_base_ms, backoff_max_ms, replay, now_ms, replayed"
-	" FROM hf_claim($1, $2, $3)",
-	3};
+	" FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5)",
+	5};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
@@ -52,19 +52,35 @@ void db_claimed_job_cleanup(struct claimed_job *j)
 	memset(j, 0, sizeof *j);
 }
 
-enum err_code db_jobs_claim(struct db_conn *c, const char *owner, int limit, int lease_ms,
-			    struct claimed_job **jobs, int *n, struct err *e)
+enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t *callbacks,
+			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
+			    int *n, int *lost, struct err *e)
 {
 	*jobs = NULL;
 	*n = 0;
+	*lost = 0;
+	char *st = json_dumps(steps, JSON_COMPACT);
+	char *cb = json_dumps(callbacks, JSON_COMPACT);
+	if (st == NULL || cb == NULL) {
+		free(st);
+		free(cb);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
 	char lim[16], lease[16];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%d", lease_ms);
-	const char *p[3] = {owner, lim, lease};
-	PGresult *r = db_exec(c, &q_claim, p, e);
+	const char *p[5] = {st, cb, owner, lim, lease};
+	PGresult *r = db_exec(c, &q_cycle, p, e);
+	free(st);
+	free(cb);
 	if (r == NULL)
 		return e->code;
+	/* Claimed jobs come first, then the lost settlements. */
 	int rows = PQntuples(r);
+	while (rows > 0 && strncmp(PQgetvalue(r, rows - 1, 0), "lost_", 5) == 0) {
+		rows--;
+		(*lost)++;
+	}
 	if (rows == 0) {
 		PQclear(r);
 		return ERR_OK;

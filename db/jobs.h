@@ -44,11 +44,17 @@ struct claimed_job {
 /* Frees what `j` owns and zeroes it. */
 void db_claimed_job_cleanup(struct claimed_job *j);
 
-/* Claims up to `limit` jobs for `owner` with a lease of `lease_ms`. *jobs is a
- * malloc'd array of *n jobs (free each with db_claimed_job_cleanup, then the
- * array). */
-enum err_code db_jobs_claim(struct db_conn *c, const char *owner, int limit, int lease_ms,
-			    struct claimed_job **jobs, int *n, struct err *e);
+/* One dispatcher cycle in one transaction (hf_cycle): settles the step calls
+ * in `steps` and the callback calls in `callbacks` (borrowed JSON arrays, as
+ * hf_settle_steps / hf_settle_callbacks take them; either may be empty), then
+ * claims up to `limit` jobs (0: none) for `owner` with a lease of `lease_ms`.
+ * *jobs is a malloc'd array of *n jobs (free each with db_claimed_job_cleanup,
+ * then the array); *lost receives how many settlements were refused because
+ * their claim had been lost (someone else owns the job now). On failure
+ * nothing was settled or claimed. */
+enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t *callbacks,
+			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
+			    int *n, int *lost, struct err *e);
 
 /* Settles step calls (kind JOB_STEP) or callback calls (JOB_CALLBACK) in one
  * transaction. `items` (borrowed) is the JSON array hf_settle_steps /

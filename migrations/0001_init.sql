@@ -202,10 +202,11 @@ CREATE TABLE step_output (
 );
 
 -- ---------------------------------------------------------------------------
--- Helpers
+-- Helpers. The SQL ones are declared STABLE, as their bodies are (time zone,
+-- encoding), so that the planner inlines them.
 
 CREATE FUNCTION hf_payload_hash(p jsonb) RETURNS bytea
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT sha256(convert_to(coalesce(p, 'null'::jsonb)::text, 'UTF8'))
 $$;
 
@@ -216,7 +217,7 @@ LANGUAGE sql AS $$
 $$;
 
 CREATE FUNCTION hf_ts(t timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
@@ -229,17 +230,17 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 CREATE FUNCTION hf_ms(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT (extract(epoch FROM t) * 1000)::bigint
 $$;
 
 CREATE FUNCTION hf_us(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT (extract(epoch FROM t) * 1000000)::bigint
 $$;
 
 CREATE FUNCTION hf_from_us(us bigint) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT 'epoch'::timestamptz + us * interval '1 microsecond'
 $$;
 
@@ -422,6 +423,7 @@ DECLARE
 	granted integer;
 	slot_ids text[] := '{}';
 	n integer;
+	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
 BEGIN
 	SELECT array_agg(c.run_id) INTO cand FROM (
 		SELECT r.run_id FROM run r JOIN workflow w ON w.name = r.workflow
@@ -449,7 +451,7 @@ BEGIN
 
 		RETURN QUERY
 		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
-			claim_token = nextval('hf_claim_seq'), claimed_at = now(),
+			claim_token = token, claimed_at = now(),
 			lease_expires_at = now() + lease, holds_slot = (r.run_id = ANY (slot_ids)),
 			seq = NULL, updated_at = now()
 		FROM workflow w
@@ -473,7 +475,7 @@ BEGIN
 	IF n < p_limit THEN
 		RETURN QUERY
 		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
-			lease_owner = p_owner, claim_token = nextval('hf_claim_seq'),
+			lease_owner = p_owner, claim_token = token,
 			claimed_at = now(), lease_expires_at = now() + lease, seq = NULL,
 			updated_at = now()
 		FROM (SELECT x.id, x.workflow FROM callback x WHERE x.status = 'pending'
@@ -560,11 +562,13 @@ $$;
 --    "wait_timeout_ms", "value" (succeed), "reason" (fail/cancel/error text),
 --    "kv", "http_status", "retry_delay_ms"}
 -- Returns one row per item: run_id and what happened ('claim_lost', or the
--- run's new status).
-CREATE FUNCTION hf_settle_steps(p_items jsonb)
+-- run's new status). Steps it queues for now wake the claimers (NOTIFY
+-- hookflow_wake) unless p_wake is false: hf_cycle claims them itself.
+CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true)
 RETURNS TABLE (run_id text, outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
+	fast bigint[];
 	it jsonb;
 	r run;
 	res text;
@@ -574,8 +578,101 @@ DECLARE
 	dead boolean;
 	wkey text;
 	sig jsonb;
+	ids text[];
+	sts text[];
+	done text[];
+	grp text[];
+	sched timestamptz;
+	cbs integer;
 BEGIN
-	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
+	-- The common case, set-based: a current claim without a cancel request,
+	-- answered with a continue (not a wait) or a succeed, without kv effects.
+	-- The update's own row locks and recheck decide which items it takes
+	-- (a cancel or a reap that committed meanwhile excludes the run); the
+	-- history rows come from what it updated, with the claimed step's values
+	-- read from `o` (which a concurrent cancel or reap does not change). The
+	-- rest settles one by one below.
+	WITH x AS (
+		SELECT e.ord, e.item->>'run_id' AS run_id, (e.item->>'claim_token')::bigint AS token,
+		       e.item->>'result' AS result, coalesce(e.item->'payload', 'null') AS payload,
+		       coalesce(e.item->'value', 'null') AS value,
+		       (e.item->>'http_status')::integer AS http_status,
+		       now() + make_interval(secs => coalesce((e.item->>'delay_ms')::bigint, 0)
+						     / 1000.0) AS due
+		FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+		WHERE e.item->'kv' IS NULL
+		  AND (e.item->>'result' = 'succeed'
+		       OR (e.item->>'result' = 'continue' AND e.item->'wait_key' IS NULL))),
+	u AS (
+		UPDATE run rr SET
+			status = CASE WHEN x.result = 'succeed' THEN 'succeeded'
+				      WHEN x.due <= now() THEN 'pending' ELSE 'scheduled' END,
+			step = CASE WHEN x.result = 'succeed' THEN rr.step ELSE rr.step + 1 END,
+			attempt = CASE WHEN x.result = 'succeed' THEN rr.attempt ELSE 0 END,
+			job_id = CASE WHEN x.result = 'succeed' THEN rr.job_id ELSE hf_new_id() END,
+			payload = CASE WHEN x.result = 'succeed' THEN rr.payload ELSE x.payload END,
+			signal = CASE WHEN x.result = 'succeed' THEN rr.signal END,
+			result = CASE WHEN x.result = 'succeed' THEN x.value END,
+			final_step = CASE WHEN x.result = 'succeed' THEN rr.step END,
+			finished_at = CASE WHEN x.result = 'succeed' THEN now() END,
+			seq = CASE WHEN x.result = 'continue' AND x.due <= now()
+				   THEN nextval('hf_seq') END,
+			next_at = CASE WHEN x.result = 'continue' THEN x.due END,
+			wait_key = NULL, wait_timeout_at = NULL, lease_owner = NULL,
+			claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL,
+			holds_slot = false, updated_at = now()
+		FROM x JOIN run o ON o.run_id = x.run_id
+		WHERE rr.run_id = x.run_id AND rr.claim_token = x.token AND rr.status = 'running'
+		  AND NOT rr.cancel_requested
+		RETURNING rr.*, x.ord, x.result AS settled, x.http_status, o.step AS o_step,
+			  o.attempt AS o_attempt, o.job_id AS o_job_id, o.payload AS o_payload,
+			  o.signal AS o_signal, o.claimed_at AS o_claimed_at),
+	hist AS (
+		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
+					  signal, started_at, result, http_status)
+		SELECT u.run_id, u.generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
+		       u.o_signal, u.o_claimed_at, u.settled, u.http_status
+		FROM u),
+	cb AS (
+		INSERT INTO callback (id, run_id, generation, workflow, url, body, status,
+				      max_attempts, priority, seq, next_at)
+		SELECT hf_new_id(), u.run_id, u.generation, u.workflow,
+		       coalesce(u.callback_url, w.callback_url),
+		       jsonb_build_object(
+				'run_id', u.run_id, 'workflow', u.workflow, 'status', u.status,
+				'result', u.result, 'error', NULL, 'error_kind', NULL,
+				'headers', u.headers, 'final_step', u.final_step,
+				'generation', u.generation, 'finished_at', hf_ts(u.finished_at),
+				'group', CASE WHEN u.group_id IS NOT NULL THEN jsonb_build_object(
+					'id', u.group_id, 'key', u.group_key) END),
+		       'pending', u.max_attempts, u.priority, nextval('hf_seq'), u.finished_at
+		FROM u JOIN workflow w ON w.name = u.workflow
+		WHERE u.status = 'succeeded' AND coalesce(u.callback_url, w.callback_url) IS NOT NULL
+		ON CONFLICT ON CONSTRAINT callback_run_id_generation_key DO NOTHING
+		RETURNING 1)
+	SELECT coalesce(array_agg(u.ord), '{}'), array_agg(u.run_id), array_agg(u.status),
+	       array_agg(u.run_id) FILTER (WHERE u.status = 'succeeded'),
+	       array_agg(DISTINCT u.group_id) FILTER (WHERE u.status = 'succeeded'
+						    AND u.group_id IS NOT NULL),
+	       min(u.next_at) FILTER (WHERE u.status = 'scheduled'),
+	       (SELECT count(*) FROM cb)
+	INTO fast, ids, sts, done, grp, sched, cbs
+	FROM u;
+
+	IF cardinality(fast) > 0 THEN
+		RETURN QUERY SELECT * FROM unnest(ids, sts);
+		PERFORM pg_notify('hookflow_done', d) FROM unnest(done) d;
+		PERFORM pg_notify('hookflow_done', 'group:' || g) FROM unnest(grp) g;
+		IF sched IS NOT NULL THEN
+			PERFORM pg_notify('hookflow_sched', hf_ms(sched)::text);
+		END IF;
+		IF cbs > 0 OR (p_wake AND 'pending' = ANY (sts)) THEN
+			PERFORM pg_notify('hookflow_wake', '');
+		END IF;
+	END IF;
+
+	FOR it IN SELECT e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+		  WHERE NOT (e.ord = ANY (fast)) LOOP
 		SELECT * INTO r FROM run x WHERE x.run_id = it->>'run_id' FOR UPDATE;
 		IF NOT FOUND OR r.claim_token IS DISTINCT FROM (it->>'claim_token')::bigint
 		   OR r.status NOT IN ('running', 'cancelling') THEN
@@ -750,6 +847,56 @@ BEGIN
 		outcome := st;
 		RETURN NEXT;
 	END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- One cycle of a dispatcher worker, in one transaction (one commit): settle
+-- the step and callback calls that ended, then claim up to p_limit jobs
+-- (0: none), which takes the steps this settlement just queued too. Returns
+-- the claimed jobs as hf_claim does, then one row per settlement refused
+-- because its claim was lost: kind 'lost_step' (id: the run) or
+-- 'lost_callback' (id: the callback). The claimers are woken only when this
+-- claim left queued steps behind.
+CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
+			 p_lease_ms integer)
+RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, attempt integer,
+	       max_attempts integer, generation integer, payload jsonb, headers jsonb,
+	       signal jsonb, group_id text, group_key text, claim_token bigint,
+	       cancel_requested boolean, url text, timeout_ms integer, secret text,
+	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
+	       replayed jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+	lost text[] := '{}';
+	lost_kind text[] := '{}';
+	queued boolean := false;
+	n integer := 0;
+BEGIN
+	IF jsonb_array_length(p_steps) > 0 THEN
+		SELECT coalesce(array_agg(s.run_id) FILTER (WHERE s.outcome = 'claim_lost'), '{}'),
+		       coalesce(bool_or(s.outcome = 'pending'), false)
+		INTO lost, queued FROM hf_settle_steps(p_steps, false) s;
+		lost_kind := array_fill('lost_step'::text, ARRAY[cardinality(lost)]);
+	END IF;
+	IF jsonb_array_length(p_callbacks) > 0 THEN
+		SELECT lost || coalesce(array_agg(s.id), '{}'),
+		       lost_kind || array_fill('lost_callback'::text, ARRAY[count(*)::integer])
+		INTO lost, lost_kind
+		FROM hf_settle_callbacks(p_callbacks) s WHERE s.outcome = 'claim_lost';
+	END IF;
+	IF p_limit > 0 THEN
+		RETURN QUERY SELECT * FROM hf_claim(p_owner, p_limit, p_lease_ms);
+		GET DIAGNOSTICS n = ROW_COUNT;
+	END IF;
+	IF queued AND n >= p_limit THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	END IF;
+	RETURN QUERY SELECT l.k, l.i, NULL::text, NULL::text, NULL::integer, NULL::integer,
+		NULL::integer, NULL::integer, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::text,
+		NULL::text, NULL::bigint, NULL::boolean, NULL::text, NULL::integer, NULL::text,
+		NULL::bigint, NULL::bigint, NULL::boolean, NULL::bigint, NULL::jsonb
+	FROM unnest(lost_kind, lost) AS l(k, i);
 END
 $$;
 

@@ -9,13 +9,15 @@
  *    claimed, aborts calls whose run was cancelled or whose claim was lost,
  *    and turns every completed call into a settlement item for the database
  *    thread. It never touches the database.
- *  - the database thread owns the worker's connection and does, in order:
- *    commit the pending settlements (replay records first, then one
- *    transaction per kind), renew every lease the worker holds in one
- *    statement when due, and claim as many jobs as there is room for when
- *    work may exist. "Work may exist" comes from NOTIFY (via the listener), a
- *    full claim batch, a settlement that just committed, or the
- *    HOOKFLOW_POLL_MS safety timer; there is no polling per step.
+ *  - the database thread owns the worker's connection and runs cycles: one
+ *    transaction (hf_cycle) that commits the pending settlements and claims
+ *    as many jobs as there is room for, the steps those settlements queued
+ *    included, so a step transition costs one commit and one round trip
+ *    (replay records, when a workflow keeps them, commit just before). It
+ *    renews every lease the worker holds in one statement when due. A cycle
+ *    runs when there are settlements or when work may exist: NOTIFY (via the
+ *    listener), a full claim batch, or the HOOKFLOW_POLL_MS safety timer;
+ *    there is no polling per step.
  *
  * The two meet in the worker's mutex-guarded exchange (new jobs one way,
  * settlement items and renewal results the other). A settlement that fails
@@ -646,62 +648,6 @@ static int settle_one_by_one(struct worker *w, enum job_kind kind, json_t *items
 	return lost;
 }
 
-/* Commits the settlements taken from the exchange; returns true when it
- * committed any (a settled step may have made its next step claimable). What
- * fails because the database is away stays in the work arrays for a retry. */
-static bool flush_settlements(struct worker *w)
-{
-	if (json_array_size(w->steps_work) == 0 && json_array_size(w->callbacks_work) == 0 &&
-	    json_array_size(w->outputs_work) == 0)
-		return false;
-	if (timefmt_mono_ms() < w->settle_retry_at || !ensure_db(w))
-		return false;
-	if (json_array_size(w->outputs_work) > 0) {
-		/* Replay records commit before the settlements they describe, so a
-		 * crash in between replays the answer instead of calling again. */
-		struct err e = {0};
-		if (db_jobs_store_outputs(w->db, w->outputs_work, &e)) {
-			log_warn("dispatcher", "storing replay records failed, will retry",
-				 "worker=%d error=\"%s\"", w->index, e.msg);
-			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-			lost_db(w, &e);
-			return false;
-		}
-		json_array_clear(w->outputs_work);
-	}
-	if (json_array_size(w->steps_work) > 0 && w->d->cfg->test_fault != NULL &&
-	    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
-		log_warn("dispatcher", "test fault: exiting before settlement", NULL);
-		_exit(99);
-	}
-	json_t *queues[2] = {w->steps_work, w->callbacks_work};
-	for (int k = 0; k < 2; k++) {
-		if (json_array_size(queues[k]) == 0)
-			continue;
-		struct err e = {0};
-		enum job_kind kind = k == 0 ? JOB_STEP : JOB_CALLBACK;
-		int lost = 0;
-		if (db_jobs_settle(w->db, kind, queues[k], &lost, &e)) {
-			if (e.code == ERR_UNAVAILABLE) {
-				log_warn("dispatcher", "settlement failed, will retry",
-					 "worker=%d items=%zu error=\"%s\"", w->index,
-					 json_array_size(queues[k]), e.msg);
-				w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-				lost_db(w, &e);
-				return false;
-			}
-			lost = settle_one_by_one(w, kind, queues[k]);
-		}
-		if (lost > 0) {
-			metrics_claims_lost(lost);
-			log_warn("dispatcher", "settlements refused: claim lost", "worker=%d count=%d",
-				 w->index, lost);
-		}
-		json_array_clear(queues[k]);
-	}
-	return true;
-}
-
 static void on_renewed(void *arg, enum job_kind kind, const char *id, bool cancel_requested)
 {
 	json_t *held = arg;
@@ -773,22 +719,10 @@ static bool replay(struct worker *w, struct inflight *f, json_t *steps_out)
 }
 
 
-/* Claims up to `room` jobs and hands them to the I/O thread (replays and
- * claims after a cancel are settled here without a call). Returns true when
- * the batch was full (more work may be waiting). */
-static bool claim(struct worker *w, int room)
+/* Hands claimed jobs to the I/O thread; replays and claims after a cancel
+ * are settled here without a call. Takes ownership of `jobs`. */
+static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 {
-	if (room <= 0 || !ensure_db(w))
-		return room > 0;
-	int want = room < CLAIM_BATCH ? room : CLAIM_BATCH;
-	struct claimed_job *jobs = NULL;
-	int n = 0;
-	struct err e = {0};
-	if (db_jobs_claim(w->db, w->owner, want, w->d->cfg->lease_ms, &jobs, &n, &e)) {
-		log_warn("dispatcher", "claim failed", "worker=%d error=\"%s\"", w->index, e.msg);
-		lost_db(w, &e);
-		return false;
-	}
 	struct inflight *list = NULL, *tail = NULL;
 	int started = 0;
 	for (int i = 0; i < n; i++) {
@@ -831,7 +765,90 @@ static bool claim(struct worker *w, int room)
 		pthread_mutex_unlock(&w->mu);
 		poke_io(w);
 	}
-	return n == want;
+}
+
+static void note_lost(struct worker *w, int lost)
+{
+	if (lost <= 0)
+		return;
+	metrics_claims_lost(lost);
+	log_warn("dispatcher", "settlements refused: claim lost", "worker=%d count=%d", w->index,
+		 lost);
+}
+
+static bool work_pending(const struct worker *w)
+{
+	return json_array_size(w->steps_work) + json_array_size(w->callbacks_work) +
+		       json_array_size(w->outputs_work) > 0;
+}
+
+/* One cycle in one transaction: commits the settlements taken from the
+ * exchange and claims up to `room` jobs (0: none), which includes the steps
+ * the settlement just queued, and hands them to the I/O thread. Returns true
+ * when the claim batch was full (more work may be waiting). Settlements that
+ * fail because the database is away stay in the work arrays for a retry. */
+static bool cycle(struct worker *w, int room)
+{
+	bool settling = work_pending(w) && timefmt_mono_ms() >= w->settle_retry_at;
+	if (!settling && room <= 0)
+		return false;
+	if (!ensure_db(w))
+		return false;
+	struct err e = {0};
+	if (settling && json_array_size(w->outputs_work) > 0) {
+		/* Replay records commit before the settlements they describe, so a
+		 * crash in between replays the answer instead of calling again. */
+		if (db_jobs_store_outputs(w->db, w->outputs_work, &e)) {
+			log_warn("dispatcher", "storing replay records failed, will retry",
+				 "worker=%d error=\"%s\"", w->index, e.msg);
+			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+			lost_db(w, &e);
+			return false;
+		}
+		json_array_clear(w->outputs_work);
+	}
+	if (settling && json_array_size(w->steps_work) > 0 && w->d->cfg->test_fault != NULL &&
+	    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
+		log_warn("dispatcher", "test fault: exiting before settlement", NULL);
+		_exit(99);
+	}
+	int want = room < CLAIM_BATCH ? room : CLAIM_BATCH;
+	json_t *none = json_array();
+	struct claimed_job *jobs = NULL;
+	int n = 0, lost = 0;
+	enum err_code rc = db_jobs_cycle(w->db, settling ? w->steps_work : none,
+					 settling ? w->callbacks_work : none, w->owner, want,
+					 w->d->cfg->lease_ms, &jobs, &n, &lost, &e);
+	json_decref(none);
+	if (rc == ERR_UNAVAILABLE) {
+		log_warn("dispatcher", "cycle failed, will retry", "worker=%d settlements=%zu error=\"%s\"",
+			 w->index, settling ? json_array_size(w->steps_work) +
+				   json_array_size(w->callbacks_work) : 0, e.msg);
+		if (settling)
+			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+		lost_db(w, &e);
+		return false;
+	}
+	if (rc != ERR_OK) {
+		log_warn("dispatcher", "cycle failed", "worker=%d error=\"%s\"", w->index, e.msg);
+		if (!settling)
+			return false;
+		/* One bad settlement must not hold back the others, nor the
+		 * claims: settle each on its own, then claim on the next cycle. */
+		lost = settle_one_by_one(w, JOB_STEP, w->steps_work) +
+		       settle_one_by_one(w, JOB_CALLBACK, w->callbacks_work);
+		json_array_clear(w->steps_work);
+		json_array_clear(w->callbacks_work);
+		note_lost(w, lost);
+		return want > 0;
+	}
+	if (settling) {
+		json_array_clear(w->steps_work);
+		json_array_clear(w->callbacks_work);
+	}
+	note_lost(w, lost);
+	dispatch(w, jobs, n);
+	return want > 0 && n == want;
 }
 
 /* Moves the settlement items of the exchange into the work arrays. */
@@ -843,12 +860,6 @@ static void take_settlements(struct worker *w)
 	json_array_clear(w->steps_out);
 	json_array_clear(w->callbacks_out);
 	json_array_clear(w->outputs_out);
-}
-
-static bool work_pending(const struct worker *w)
-{
-	return json_array_size(w->steps_work) + json_array_size(w->callbacks_work) +
-		       json_array_size(w->outputs_work) > 0;
 }
 
 static void *db_main(void *arg)
@@ -902,11 +913,11 @@ static void *db_main(void *arg)
 			w->want_claim = false;
 		pthread_mutex_unlock(&w->mu);
 
-		bool more_work = flush_settlements(w);
+		/* Every settlement claims too: the steps it queues are taken in
+		 * the same transaction (hf_cycle wakes the others only when the
+		 * claim was full). */
+		bool again = cycle(w, (want || work_pending(w)) && !stopping ? room : 0);
 		renew(w, any_outstanding);
-		bool again = more_work; /* a committed step may have queued its next step */
-		if (want && claim(w, room))
-			again = true;   /* a full batch: more may be waiting */
 		if (again) {
 			pthread_mutex_lock(&w->mu);
 			if (!w->stop)
@@ -917,7 +928,7 @@ static void *db_main(void *arg)
 			pthread_mutex_lock(&w->mu);
 			take_settlements(w);
 			pthread_mutex_unlock(&w->mu);
-			flush_settlements(w);
+			cycle(w, 0);
 			if (!work_pending(w) || w->db == NULL)
 				break;
 		}
