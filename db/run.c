@@ -7,13 +7,12 @@
 
 #include "db/internal.h"
 #include "service/ids.h"
+#include "service/strbuf.h"
 
-static const struct db_stmt q_submit = {
-	"run_submit",
-	"SELECT hf_submit($1, $2, $3::jsonb, $4::bytea, $5::jsonb, $6::integer, $7::integer,"
-	" CASE WHEN $8::bigint IS NOT NULL THEN now() + make_interval(secs => $8::bigint / 1000.0)"
-	" ELSE $9::timestamptz END, $10, $11::jsonb, $12, $13)",
-	13};
+static const struct db_stmt q_submit_many = {
+	"run_submit_many",
+	"SELECT outcome, run_json, rid, wf FROM hf_submit_many($1::jsonb)",
+	1};
 static const struct db_stmt q_get = {
 	"run_get",
 	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
@@ -49,43 +48,86 @@ static const struct db_stmt q_cancel_many = {
 	"run_cancel_many",
 	"SELECT hf_cancel_many($1, $2::text[], $3, $4::timestamptz, $5::integer)", 5};
 
-enum err_code db_run_submit(struct db_conn *c, const struct run_submit *s,
-			    enum run_submit_result *res, json_t **run, struct err *e)
+char *db_run_submit_item(const struct run_submit *s)
 {
-	*run = NULL;
-	char hash[2 + 64 + 1] = "\\x";
-	ids_hex(s->input_hash, 32, hash + 2);
-	char prio[16], att[16], delay[24];
-	snprintf(prio, sizeof prio, "%d", s->priority);
-	snprintf(att, sizeof att, "%d", s->max_attempts);
-	snprintf(delay, sizeof delay, "%lld", (long long)s->delay_ms);
-	const char *p[13] = {s->run_id,
-			     s->workflow,
-			     s->input_json,
-			     hash,
-			     s->headers_json,
-			     s->priority >= 0 ? prio : NULL,
-			     s->max_attempts >= 0 ? att : NULL,
-			     s->delay_ms >= 0 ? delay : NULL,
-			     s->run_at,
-			     s->callback_url,
-			     s->kv_json,
-			     s->group_id,
-			     s->group_key};
-	PGresult *r = db_exec(c, &q_submit, p, e);
+	char hash[64 + 1];
+	ids_hex(s->input_hash, 32, hash);
+	json_t *input = json_loads(s->input_json, JSON_DECODE_ANY, NULL);
+	json_t *headers = json_loads(s->headers_json, 0, NULL);
+	json_t *kv = s->kv_json ? json_loads(s->kv_json, 0, NULL) : NULL;
+	json_t *it = json_object();
+	char *text = NULL;
+	if (input == NULL || headers == NULL || (s->kv_json != NULL && kv == NULL) || it == NULL)
+		goto out;
+	json_object_set_new(it, "run_id", json_string(s->run_id));
+	json_object_set_new(it, "workflow", json_string(s->workflow));
+	json_object_set(it, "input", input);
+	json_object_set_new(it, "input_hash", json_string(hash));
+	json_object_set(it, "headers", headers);
+	if (s->priority >= 0)
+		json_object_set_new(it, "priority", json_integer(s->priority));
+	if (s->max_attempts >= 0)
+		json_object_set_new(it, "max_attempts", json_integer(s->max_attempts));
+	if (s->delay_ms >= 0)
+		json_object_set_new(it, "delay_ms", json_integer(s->delay_ms));
+	if (s->run_at != NULL)
+		json_object_set_new(it, "run_at", json_string(s->run_at));
+	if (s->callback_url != NULL)
+		json_object_set_new(it, "callback_url", json_string(s->callback_url));
+	if (kv != NULL)
+		json_object_set(it, "kv", kv);
+	text = json_dumps(it, JSON_COMPACT);
+out:
+	json_decref(input);
+	json_decref(headers);
+	json_decref(kv);
+	json_decref(it);
+	return text;
+}
+
+enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
+				 struct run_submit_answer *answers, struct err *e)
+{
+	struct strbuf b = {0};
+	strbuf_add(&b, "[", 1);
+	for (int i = 0; i < n; i++) {
+		if (i > 0)
+			strbuf_add(&b, ",", 1);
+		strbuf_puts(&b, items[i]);
+	}
+	strbuf_add(&b, "]", 1);
+	if (b.oom) {
+		strbuf_cleanup(&b);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	const char *p[1] = {b.data};
+	PGresult *r = db_exec(c, &q_submit_many, p, e);
+	strbuf_cleanup(&b);
 	if (r == NULL)
 		return e->code;
-	char outcome[32];
-	snprintf(outcome, sizeof outcome, "%s", PQgetvalue(r, 0, 0));
+	if (PQntuples(r) != n) {
+		PQclear(r);
+		return err_set(e, ERR_INTERNAL, "submit: %d answers for %d runs", PQntuples(r), n);
+	}
+	for (int i = 0; i < n; i++) {
+		struct run_submit_answer *a = &answers[i];
+		const char *outcome = PQgetvalue(r, i, 0);
+		memset(a, 0, sizeof *a);
+		if (strcmp(outcome, "workflow_not_found") == 0) {
+			err_set(&a->err, ERR_NOT_FOUND, "workflow: %s not found", PQgetvalue(r, i, 3));
+		} else if (strcmp(outcome, "input_mismatch") == 0) {
+			err_set(&a->err, ERR_INPUT_MISMATCH,
+				"input: run %s was already submitted with a different input",
+				PQgetvalue(r, i, 2));
+		} else {
+			a->res = strcmp(outcome, "created") == 0 ? RUN_CREATED : RUN_DUPLICATE;
+			a->run_json = strdup(PQgetvalue(r, i, 1));
+			if (a->run_json == NULL)
+				err_set(&a->err, ERR_INTERNAL, "out of memory");
+		}
+	}
 	PQclear(r);
-	if (strcmp(outcome, "workflow_not_found") == 0)
-		return err_set(e, ERR_NOT_FOUND, "workflow: %s not found", s->workflow);
-	if (strcmp(outcome, "input_mismatch") == 0)
-		return err_set(e, ERR_INPUT_MISMATCH,
-			       "input: run %s was already submitted with a different input",
-			       s->run_id);
-	*res = strcmp(outcome, "created") == 0 ? RUN_CREATED : RUN_DUPLICATE;
-	return db_run_get(c, s->run_id, run, NULL, e);
+	return ERR_OK;
 }
 
 enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,

@@ -28,11 +28,25 @@ struct run_submit {
 
 enum run_submit_result { RUN_CREATED = 1, RUN_DUPLICATE };
 
-/* Submits run `s`. On success *res tells created or duplicate and *run is the
- * run's JSON as it stands (new reference). Errors: ERR_NOT_FOUND (unknown
- * workflow), ERR_INPUT_MISMATCH. */
-enum err_code db_run_submit(struct db_conn *c, const struct run_submit *s,
-			    enum run_submit_result *res, json_t **run, struct err *e);
+/* The batch item of submission `s` for db_run_submit_many: a malloc'd JSON
+ * text the caller frees, or NULL when out of memory. Pure. */
+char *db_run_submit_item(const struct run_submit *s);
+
+/* What became of one submission: created or duplicate with the run's JSON
+ * text as it stands (malloc'd, the caller frees it), or an error:
+ * ERR_NOT_FOUND (unknown workflow), ERR_INPUT_MISMATCH. */
+struct run_submit_answer {
+	enum run_submit_result res;
+	char *run_json;
+	struct err err;
+};
+
+/* Submits the `n` runs of `items` (texts of db_run_submit_item, borrowed) in
+ * one transaction, in order, and writes each one's fate to answers[i]. When
+ * the batch fails as a whole (nothing was submitted) returns that error and
+ * leaves `answers` untouched. */
+enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
+				 struct run_submit_answer *answers, struct err *e);
 
 /* The JSON of run `run_id` (new reference) and whether it is terminal, or
  * ERR_NOT_FOUND. `terminal` may be NULL. */

@@ -11,6 +11,7 @@
 #include "service/effects.h"
 #include "service/ids.h"
 #include "service/strbuf.h"
+#include "service/submitter.h"
 #include "service/timefmt.h"
 #include "service/verdict.h"
 
@@ -128,29 +129,62 @@ void runs_submit_buf_cleanup(struct run_submit_buf *buf)
 	memset(buf, 0, sizeof *buf);
 }
 
+static void free_job(void *j)
+{
+	submit_job_unref(j);
+}
+
+/* Validates the submission on the HTTP thread, queues it for the submitter
+ * and suspends; called again once its batch has committed. */
 void handle_run_submit(struct http_req *r)
 {
+	struct submit_job *job = http_req_ctx(r);
 	struct err e = {0};
-	json_t *body = NULL, *run = NULL;
-	struct db_conn *c = NULL;
-	struct run_submit s = {0};
-	struct run_submit_buf buf = {0};
-	enum run_submit_result res;
-
-	if (http_req_json(r, &body, &e) ||
-	    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) ||
-	    hc_db(r, &c, &e) || db_run_submit(c, &s, &res, &run, &e))
-		goto out;
-	json_object_set_new(run, "newly_submitted", json_boolean(res == RUN_CREATED));
-	http_reply_json(r, res == RUN_CREATED ? 201 : 200, run);
-	run = NULL;
-out:
-	hc_db_release(r, c);
-	if (e.code)
+	if (job == NULL) {
+		json_t *body = NULL;
+		struct run_submit s = {0};
+		struct run_submit_buf buf = {0};
+		char *item = NULL;
+		if (http_req_json(r, &body, &e) == ERR_OK &&
+		    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) == ERR_OK &&
+		    (item = db_run_submit_item(&s)) == NULL)
+			err_set(&e, ERR_INTERNAL, "out of memory");
+		runs_submit_buf_cleanup(&buf);
+		json_decref(body);
+		void *token = e.code ? NULL : http_async_arm(r);
+		if (e.code == ERR_OK && token == NULL)
+			err_set(&e, ERR_INTERNAL, "out of memory");
+		if (e.code) {
+			free(item);
+			http_reply_error(r, &e);
+			return;
+		}
+		job = submit_job_new(item, http_async_fire, token);
+		if (job == NULL) {
+			http_async_fire(token);
+			err_set(&e, ERR_INTERNAL, "out of memory");
+			http_reply_error(r, &e);
+			return;
+		}
+		http_req_set_ctx(r, job, free_job);
+		submitter_enqueue(http_req_app(r)->submitter, job);
+		if (http_longpoll_suspend(r))
+			return;
+	}
+	/* Answered. */
+	const struct run_submit_answer *a = &job->answer;
+	if (a->err.code) {
+		http_reply_error(r, &a->err);
+		return;
+	}
+	json_t *run = json_loads(a->run_json, 0, NULL);
+	if (run == NULL) {
+		err_set(&e, ERR_INTERNAL, "submit: unreadable run");
 		http_reply_error(r, &e);
-	runs_submit_buf_cleanup(&buf);
-	json_decref(run);
-	json_decref(body);
+		return;
+	}
+	json_object_set_new(run, "newly_submitted", json_boolean(a->res == RUN_CREATED));
+	http_reply_json(r, a->res == RUN_CREATED ? 201 : 200, run);
 }
 
 static enum err_code path_run_id(struct http_req *r, const char **id, struct err *e)

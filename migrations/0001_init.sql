@@ -43,11 +43,14 @@ CREATE TABLE workflow (
 -- A run row exists for every run ever submitted (until retention removes it).
 -- While the run is active the row is also its current step job: status,
 -- attempt, lease and schedule live here, so a transition touches one row.
+-- The hot tables (run, step_attempt, callback) carry no CHECK constraints:
+-- PostgreSQL re-plans them for every statement that writes a row, and only
+-- the functions below write these columns.
 CREATE TABLE run (
-	run_id           text PRIMARY KEY CHECK (run_id ~ '^[A-Za-z0-9_-]{1,128}$'),
+	run_id           text PRIMARY KEY,             -- [A-Za-z0-9_-]{1,128}, checked by the API
 	workflow         text NOT NULL,
-	status           text NOT NULL CHECK (status IN ('pending', 'scheduled', 'waiting',
-					'running', 'cancelling', 'succeeded', 'failed', 'cancelled')),
+	-- pending, scheduled, waiting, running, cancelling | succeeded, failed, cancelled
+	status           text NOT NULL,
 	step             integer NOT NULL DEFAULT 0,
 	attempt          integer NOT NULL DEFAULT 0,   -- attempts used on the current step
 	generation       integer NOT NULL DEFAULT 1,
@@ -72,7 +75,7 @@ CREATE TABLE run (
 	holds_slot       boolean NOT NULL DEFAULT false,
 	result           jsonb,
 	error            text,
-	error_kind       text CHECK (error_kind IN ('transient', 'permanent')),
+	error_kind       text,                         -- transient, permanent
 	final_step       integer,
 	finished_at      timestamptz,
 	group_id         text,
@@ -104,8 +107,9 @@ CREATE TABLE step_attempt (
 	signal      jsonb,
 	started_at  timestamptz,
 	finished_at timestamptz NOT NULL DEFAULT now(),
-	result      text NOT NULL CHECK (result IN ('continue', 'succeed', 'fail', 'cancel',
-				'transient_error', 'permanent_error', 'cancelled', 'lease_expired')),
+	-- continue, succeed, fail, cancel, transient_error, permanent_error,
+	-- cancelled, lease_expired
+	result      text NOT NULL,
 	http_status integer,
 	error       text,
 	-- an attempt is settled once, whatever instance settles it
@@ -120,8 +124,7 @@ CREATE TABLE callback (
 	workflow         text NOT NULL,
 	url              text NOT NULL,
 	body             jsonb NOT NULL,
-	status           text NOT NULL CHECK (status IN ('pending', 'scheduled', 'running',
-					'done', 'dead')),
+	status           text NOT NULL,                -- pending, scheduled, running, done, dead
 	attempt          integer NOT NULL DEFAULT 0,
 	max_attempts     integer NOT NULL,
 	priority         integer NOT NULL,
@@ -400,6 +403,38 @@ BEGIN
 	PERFORM hf_apply_kv(p_kv);
 	PERFORM hf_notify_due(due);
 	RETURN 'created';
+END
+$$;
+
+-- Submits a batch of runs in one transaction, in order (a run id submitted
+-- twice in one batch is a duplicate the second time). p_items is a JSON array
+-- of {"run_id", "workflow", "input", "input_hash" (hex), "headers",
+-- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv"};
+-- absent keys are NULL. Returns, per item in order, hf_submit's outcome, the
+-- run's JSON when it was created or is a duplicate, and the item's run id and
+-- workflow (for messages).
+CREATE FUNCTION hf_submit_many(p_items jsonb)
+RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	it jsonb;
+BEGIN
+	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
+		rid := it->>'run_id';
+		wf := it->>'workflow';
+		outcome := hf_submit(it->>'run_id', it->>'workflow', it->'input',
+			decode(it->>'input_hash', 'hex'), it->'headers',
+			(it->>'priority')::integer, (it->>'max_attempts')::integer,
+			CASE WHEN it ? 'delay_ms'
+			     THEN now() + make_interval(secs => (it->>'delay_ms')::bigint / 1000.0)
+			     ELSE (it->>'run_at')::timestamptz END,
+			it->>'callback_url', it->'kv', NULL, NULL);
+		run_json := NULL;
+		IF outcome IN ('created', 'duplicate') THEN
+			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;
+		END IF;
+		RETURN NEXT;
+	END LOOP;
 END
 $$;
 

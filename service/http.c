@@ -67,6 +67,8 @@ struct http_req {
 	int nallocs;
 	int64_t started_ms;
 	int status;
+	void *ctx;                 /* the handler's state between calls */
+	void (*ctx_free)(void *);
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -390,6 +392,36 @@ bool http_longpoll_suspend(struct http_req *r)
 	return true;
 }
 
+void *http_async_arm(struct http_req *r)
+{
+	lp_release(r);
+	struct longpoll *lp = calloc(1, sizeof *lp);
+	if (lp == NULL)
+		return NULL;
+	pthread_mutex_init(&lp->mu, NULL);
+	atomic_store(&lp->refs, 2); /* the request's and the token's */
+	lp->conn = r->conn;
+	lp->listener = r->app->listener;
+	r->lp = lp;
+	return lp;
+}
+
+void http_async_fire(void *token)
+{
+	lp_fire(token);
+}
+
+void http_req_set_ctx(struct http_req *r, void *ctx, void (*free_fn)(void *))
+{
+	r->ctx = ctx;
+	r->ctx_free = free_fn;
+}
+
+void *http_req_ctx(const struct http_req *r)
+{
+	return r->ctx;
+}
+
 /* Drops the request's hold on its long-poll, withdrawing a waiter that has
  * not fired. */
 static void lp_release(struct http_req *r)
@@ -421,6 +453,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		  r->request_id, r->method, r->status,
 		  (long long)(timefmt_mono_ms() - r->started_ms), (int)toe);
 	lp_release(r);
+	if (r->ctx_free != NULL)
+		r->ctx_free(r->ctx);
 	for (int i = 0; i < r->nparams; i++)
 		free(r->params[i]);
 	for (int i = 0; i < r->nallocs; i++)

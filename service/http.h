@@ -19,6 +19,7 @@
 struct db_pool;
 struct dispatcher;
 struct listener;
+struct submitter;
 
 /* What handlers reach through a request: borrowed, lives as long as the
  * server. */
@@ -27,6 +28,7 @@ struct app {
 	struct db_pool *pool;
 	struct dispatcher *dispatcher;
 	struct listener *listener;
+	struct submitter *submitter;
 	const char *openapi;     /* the OpenAPI document */
 	size_t openapi_len;
 	const unsigned char *memo_key; /* signs delivery tokens */
@@ -114,5 +116,21 @@ bool http_longpoll_expired(const struct http_req *r);
 /* Suspends the connection until the waiter fires. Returns false when it has
  * already fired (reply now instead). */
 bool http_longpoll_suspend(struct http_req *r);
+
+/* ---- work finished on another thread ---------------------------------- */
+
+/* Arms the request for work done elsewhere: returns the token to hand to
+ * http_async_fire once the work is done; the handler then suspends with
+ * http_longpoll_suspend and is called again, with http_longpoll_state
+ * FIRED. NULL when out of memory. */
+void *http_async_arm(struct http_req *r);
+
+/* Resumes the request of `token` (once per token; any thread). */
+void http_async_fire(void *token);
+
+/* The handler's state between its calls: `ctx` is owned by the request from
+ * now on and freed with `free_fn` (may be NULL) when the request ends. */
+void http_req_set_ctx(struct http_req *r, void *ctx, void (*free_fn)(void *));
+void *http_req_ctx(const struct http_req *r);
 
 #endif

@@ -24,6 +24,7 @@
 #include "service/ids.h"
 #include "service/listener.h"
 #include "service/log.h"
+#include "service/submitter.h"
 #include "service/timefmt.h"
 #include "service/waiters.h"
 
@@ -128,20 +129,23 @@ static int serve(struct config *cfg)
 	struct dispatcher *d = dispatcher_new(cfg, instance, key, key_len);
 	struct waiters *ws = waiters_new();
 	struct listener *l = d && ws ? listener_new(cfg, d, ws) : NULL;
-	if (pool == NULL || d == NULL || ws == NULL || l == NULL)
+	struct submitter *sub = submitter_new(cfg);
+	if (pool == NULL || d == NULL || ws == NULL || l == NULL || sub == NULL)
 		die("out of memory");
 	struct app app = {
 		.cfg = cfg,
 		.pool = pool,
 		.dispatcher = d,
 		.listener = l,
+		.submitter = sub,
 		.openapi = hookflow_openapi,
 		.openapi_len = hookflow_openapi_len,
 		.memo_key = key,
 		.memo_key_len = key_len,
 	};
 	struct http_server *srv = NULL;
-	if (dispatcher_start(d, &e) || listener_start(l, &e) || http_server_start(&app, &srv, &e)) {
+	if (dispatcher_start(d, &e) || listener_start(l, &e) || submitter_start(sub, &e) ||
+	    http_server_start(&app, &srv, &e)) {
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
 		return 1;
 	}
@@ -153,11 +157,13 @@ static int serve(struct config *cfg)
 	log_info("main", "shutting down", "signal=%d grace_ms=%d", sig, cfg->shutdown_grace_ms);
 	dispatcher_stop(d, cfg->shutdown_grace_ms);
 	waiters_notify_all(ws); /* long-polls answer with the run as it stands */
+	submitter_stop(sub);    /* queued submissions are committed and answered */
 	http_server_stop(srv);
 	listener_stop(l);
 	listener_free(l);
 	waiters_free(ws);
 	dispatcher_free(d);
+	submitter_free(sub);
 	db_pool_free(pool);
 	log_info("main", "stopped", NULL);
 	return 0;
