@@ -204,6 +204,11 @@ CREATE TABLE step_output (
 	PRIMARY KEY (run_id, generation, step, payload_hash)
 );
 
+-- The functions on the hot path (submit, claim, settle) run with
+-- plan_cache_mode = force_generic_plan: their statements take parameters, so
+-- PostgreSQL would otherwise re-plan them at every call (custom plans), which
+-- cost more than executing them; their plans do not depend on the values.
+
 -- ---------------------------------------------------------------------------
 -- Helpers. The SQL ones are declared STABLE, as their bodies are (time zone,
 -- encoding), so that the planner inlines them.
@@ -415,7 +420,7 @@ $$;
 -- workflow (for messages).
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	it jsonb;
 BEGIN
@@ -450,7 +455,7 @@ RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, att
 	       cancel_requested boolean, url text, timeout_ms integer, secret text,
 	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
 	       replayed jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	lease interval := make_interval(secs => p_lease_ms / 1000.0);
 	cand text[];
@@ -601,7 +606,7 @@ $$;
 -- hookflow_wake) unless p_wake is false: hf_cycle claims them itself.
 CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true)
 RETURNS TABLE (run_id text, outcome text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	fast bigint[];
 	it jsonb;
@@ -829,7 +834,7 @@ $$;
 -- transient_error|permanent_error, "reason", "http_status", "retry_delay_ms"}].
 CREATE FUNCTION hf_settle_callbacks(p_items jsonb)
 RETURNS TABLE (id text, outcome text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	it jsonb;
 	c callback;
@@ -901,7 +906,7 @@ RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, att
 	       cancel_requested boolean, url text, timeout_ms integer, secret text,
 	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
 	       replayed jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	lost text[] := '{}';
 	lost_kind text[] := '{}';
