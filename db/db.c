@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "service/ids.h"
 #include "service/log.h"
 #include "service/sig.h"
 
@@ -251,7 +252,9 @@ enum err_code db_cursor_decode(const char *cursor, int64_t *ms, char **id, struc
 		return err_set(e, ERR_INVALID, "cursor: malformed");
 	raw[n] = '\0';
 	char *bar = memchr(raw, '|', (size_t)n);
-	if (bar == NULL || bar == (char *)raw || bar[1] == '\0')
+	if (bar == NULL || bar == (char *)raw || bar[1] == '\0' ||
+	    memchr(raw, '\0', (size_t)n) != NULL ||
+	    !ids_utf8_valid(bar + 1, (size_t)n - (size_t)(bar + 1 - (char *)raw)))
 		return err_set(e, ERR_INVALID, "cursor: malformed");
 	*bar = '\0';
 	char *end = NULL;

@@ -253,7 +253,7 @@ enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err
 	strbuf_puts(out, "{");
 	const char *p = in;
 	bool first = true;
-	while (*p) {
+	for (;;) { /* every comma-separated value, empty ones included */
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
 		bool ok = false;
@@ -420,6 +420,10 @@ enum err_code runs_parse_cancel_many(const json_t *body, struct run_cancel_filte
 			if (!json_is_string(x)) {
 				strbuf_cleanup(&joined);
 				return err_set(e, ERR_INVALID, "status[%zu]: must be a string", i);
+			}
+			if (strchr(json_string_value(x), ',') != NULL) {
+				strbuf_cleanup(&joined);
+				return err_set(e, ERR_INVALID, "status[%zu]: must be one status", i);
 			}
 			if (i > 0)
 				strbuf_puts(&joined, ",");

@@ -925,6 +925,13 @@ BEGIN
 		INTO lost, lost_kind
 		FROM hf_settle_callbacks(p_callbacks) s WHERE s.outcome = 'claim_lost';
 	END IF;
+	IF jsonb_array_length(p_steps) = 0 AND jsonb_array_length(p_callbacks) = 0 THEN
+		-- A claim alone records only a lease: if a crash loses it, the job is
+		-- pending again and delivered again (same webhook-id and attempt), as
+		-- after an expired lease. It need not wait for the disk; the next
+		-- settlement's commit flushes it.
+		PERFORM set_config('synchronous_commit', 'off', true);
+	END IF;
 	IF p_limit > 0 THEN
 		RETURN QUERY SELECT * FROM hf_claim(p_owner, p_limit, p_lease_ms);
 		GET DIAGNOSTICS n = ROW_COUNT;

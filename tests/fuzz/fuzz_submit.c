@@ -1,6 +1,7 @@
 /* fuzz_submit: POST /v1/runs bodies through runs_parse_submit. */
 #include "tests/fuzz/fuzz.h"
 
+#include "db/run.h"
 #include "handlers/parse.h"
 #include "service/timefmt.h"
 #include "service/verdict.h"
@@ -28,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc != ERR_OK) {
 		fuzz_check_err(rc, &e);
 	} else {
-		/* What db_run_submit is promised. */
+		/* What db_run_submit_item is promised. */
 		FUZZ_CHECK(s.workflow != NULL && s.run_id != NULL);
 		FUZZ_CHECK(ids_check_workflow_name("w", s.workflow, strlen(s.workflow), NULL) ==
 			   ERR_OK);
@@ -43,6 +44,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(s.run_at == NULL ||
 			   (s.delay_ms == -1 && timefmt_parse_rfc3339(s.run_at, &ms)));
 		FUZZ_CHECK(s.group_id == NULL && s.group_key == NULL);
+		/* The submitter's batch item: one JSON object carrying the run. */
+		char *item = db_run_submit_item(&s);
+		FUZZ_CHECK(item != NULL);
+		json_t *it = json_loads(item, 0, NULL);
+		FUZZ_CHECK(json_is_object(it));
+		FUZZ_CHECK(strcmp(json_string_value(json_object_get(it, "run_id")), s.run_id) == 0);
+		FUZZ_CHECK(strcmp(json_string_value(json_object_get(it, "workflow")), s.workflow) ==
+			   0);
+		FUZZ_CHECK(strlen(json_string_value(json_object_get(it, "input_hash"))) == 64);
+		FUZZ_CHECK(json_object_get(it, "input") != NULL);
+		FUZZ_CHECK((json_object_get(it, "delay_ms") != NULL) == (s.delay_ms >= 0));
+		json_decref(it);
+		free(item);
 	}
 	runs_submit_buf_cleanup(&buf);
 	json_decref(body);

@@ -1,6 +1,7 @@
 """SPEC section 4, reading runs: GET /v1/runs/{id} (and ?wait_ms long-poll),
 GET /v1/runs/{id}/steps, GET /v1/runs with filters and cursor paging."""
 
+import base64
 import threading
 import time
 
@@ -154,3 +155,10 @@ def test_list_runs_rejects_bad_limit_and_status(api):
     assert_error(api.get("/v1/runs", params={"limit": 1001}), 400, "invalid_argument", "limit")
     assert_error(api.get("/v1/runs", params={"status": "sleeping"}), 400, "invalid_argument", "status")
     assert_error(api.get("/v1/runs", params={"cursor": "garbage!!"}), 400, "invalid_argument", "cursor")
+    # An empty ?status= is no filter (what a form sends); an empty value in a list is an error.
+    for status in ("pending,", ",pending", "pending,,failed"):
+        assert_error(api.get("/v1/runs", params={"status": status}), 400, "invalid_argument", "status")
+    # A well-formed cursor whose id part is not UTF-8 (or holds a NUL) is malformed too.
+    for raw in (b"123|\xff\xfe", b"123|a\x00b"):
+        cur = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        assert_error(api.get("/v1/runs", params={"cursor": cur}), 400, "invalid_argument", "cursor")

@@ -209,3 +209,55 @@ def test_submit_body_with_json_text_input_round_trips(api, wf):
            "nested": [[[]], {}]}
     run = api.submit(wf, input=inp, delay_ms=PARKED)
     assert api.run(run["run_id"])["input"] == json.loads(json.dumps(inp))
+
+
+def test_concurrent_submissions_each_get_their_own_answer(api, sql, wf):
+    # Submissions arriving together are committed in shared batches (the
+    # submitter): each request still gets its own answer, and one that fails
+    # (unknown workflow, input mismatch) changes nothing for the others.
+    import threading
+
+    jobs = []
+    for i in range(12):
+        jobs += [("new", {"workflow": wf, "run_id": "batch-%d" % i, "input": {"i": i}})] * 3
+        jobs.append(("mismatch", {"workflow": wf, "run_id": "batch-%d" % i, "input": {"i": -i - 1}}))
+        jobs.append(("unknown", {"workflow": "no-such-wf", "run_id": "batch-x%d" % i, "input": i}))
+    for j in jobs:
+        j[1]["delay_ms"] = PARKED
+    answers = [None] * len(jobs)
+    start = threading.Barrier(len(jobs))
+
+    def go(k):
+        start.wait()
+        answers[k] = api.post("/v1/runs", jobs[k][1])
+
+    threads = [threading.Thread(target=go, args=(k,)) for k in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(a is not None for a in answers)
+
+    for i in range(12):
+        rid = "batch-%d" % i
+        same = [a for (kind, body), a in zip(jobs, answers) if kind == "new" and body["run_id"] == rid]
+        other = [a for (kind, body), a in zip(jobs, answers) if kind == "mismatch" and body["run_id"] == rid]
+        # The first submission to commit creates the run; a later one with the
+        # same input is a duplicate, one with another input a mismatch. The
+        # mismatching one may also commit first: then it created the run and
+        # the same-input ones are the mismatches.
+        created = [a for a in same + other if a.status == 201]
+        assert len(created) == 1, [(a.status, a.body) for a in same + other]
+        winner_input = created[0].body["input"]
+        for a in same + other:
+            assert a.status in (200, 201, 409), a
+            if a.status == 409:
+                assert_error(a, 409, "input_mismatch", "input")
+            else:
+                assert a.body["run_id"] == rid and a.body["input"] == winner_input, a
+                assert a.body["newly_submitted"] is (a.status == 201)
+    for (kind, body), a in zip(jobs, answers):
+        if kind == "unknown":
+            assert_error(a, 404, "not_found", "workflow")
+    assert sql("SELECT count(*) FROM run") == [["12"]]
+    assert sql("SELECT count(*) FROM run WHERE run_id LIKE 'batch-x%'") == [["0"]]
