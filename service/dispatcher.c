@@ -785,7 +785,8 @@ static bool work_pending(const struct worker *w)
 /* One cycle in one transaction: commits the settlements taken from the
  * exchange and claims up to `room` jobs (0: none), which includes the steps
  * the settlement just queued, and hands them to the I/O thread. Returns true
- * when the claim batch was full (more work may be waiting). Settlements that
+ * when work may be waiting: the claim batch was full, or the database was
+ * away (the claim is retried when the connection is back). Settlements that
  * fail because the database is away stay in the work arrays for a retry. */
 static bool cycle(struct worker *w, int room)
 {
@@ -793,7 +794,7 @@ static bool cycle(struct worker *w, int room)
 	if (!settling && room <= 0)
 		return false;
 	if (!ensure_db(w))
-		return false;
+		return room > 0; /* claim once it is back (ensure_db paces the retries) */
 	struct err e = {0};
 	if (settling && json_array_size(w->outputs_work) > 0) {
 		/* Replay records commit before the settlements they describe, so a
@@ -827,7 +828,7 @@ static bool cycle(struct worker *w, int room)
 		if (settling)
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
 		lost_db(w, &e);
-		return false;
+		return want > 0;
 	}
 	if (rc != ERR_OK) {
 		log_warn("dispatcher", "cycle failed", "worker=%d error=\"%s\"", w->index, e.msg);

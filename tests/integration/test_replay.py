@@ -37,9 +37,18 @@ def _crash_on_first_answer(services, db, webhook, script, replay=True):
     the process exits 99 after storing the step-0 replay record; returns
     (service, run_id, step-0 request)."""
     svc = services.start(HOOKFLOW_LEASE_MS=LEASE, HOOKFLOW_TEST_FAULT="exit_before_settle")
+    # Step 0 answers only once the submission's own answer has arrived: the
+    # process exits at that answer's settlement, and the run can reach it
+    # before the submitting request has been answered.
+    submitted = threading.Event()
+    first = script[0]
+    script = dict(script)
+    script[0] = lambda req: Hang(release=submitted, then=first(req) if callable(first) else first,
+                                 max_s=30)
     webhook.route("/steps", StepScript(script))
     svc.api.put_workflow("wf", webhook.url(), step_output_replay=replay, max_attempts=3, timeout_ms=30000)
     rid = svc.api.submit("wf", input={"order": 7})["run_id"]
+    submitted.set()
     code = svc.wait_exit(20)
     assert code == 99, "hookflow should _exit(99) before settling (exit %r); log:\n%s" % (code, svc.log_tail(40))
     (s0,) = webhook.requests(run_id=rid, step=0)
