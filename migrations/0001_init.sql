@@ -462,18 +462,20 @@ DECLARE
 	capped record;
 	granted integer;
 	slot_ids text[] := '{}';
+	any_capped boolean;
 	n integer;
 	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
 BEGIN
-	SELECT array_agg(c.run_id) INTO cand FROM (
-		SELECT r.run_id FROM run r JOIN workflow w ON w.name = r.workflow
+	SELECT array_agg(c.run_id), bool_or(c.capped) INTO cand, any_capped FROM (
+		SELECT r.run_id, w.max_concurrency > 0 AS capped
+		FROM run r JOIN workflow w ON w.name = r.workflow
 		WHERE r.status = 'pending'
 		  AND (w.max_concurrency = 0 OR w.inflight < w.max_concurrency)
 		ORDER BY r.priority, r.seq
 		LIMIT p_limit
 		FOR UPDATE OF r SKIP LOCKED) c;
 
-	IF cand IS NOT NULL THEN
+	IF cand IS NOT NULL AND any_capped THEN
 		-- Capped workflows: grant at most the free slots, in claim order.
 		FOR capped IN
 			SELECT r.workflow AS name, array_agg(r.run_id ORDER BY r.priority, r.seq) AS ids
@@ -488,7 +490,9 @@ BEGIN
 			cand := array(SELECT x FROM unnest(cand) x
 				      WHERE NOT (x = ANY (capped.ids)) OR x = ANY (capped.ids[1:granted]));
 		END LOOP;
+	END IF;
 
+	IF cand IS NOT NULL THEN
 		RETURN QUERY
 		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
 			claim_token = token, claimed_at = now(),
@@ -701,8 +705,12 @@ BEGIN
 
 	IF cardinality(fast) > 0 THEN
 		RETURN QUERY SELECT * FROM unnest(ids, sts);
-		PERFORM pg_notify('hookflow_done', d) FROM unnest(done) d;
-		PERFORM pg_notify('hookflow_done', 'group:' || g) FROM unnest(grp) g;
+		IF done IS NOT NULL THEN
+			PERFORM pg_notify('hookflow_done', d) FROM unnest(done) d;
+		END IF;
+		IF grp IS NOT NULL THEN
+			PERFORM pg_notify('hookflow_done', 'group:' || g) FROM unnest(grp) g;
+		END IF;
 		IF sched IS NOT NULL THEN
 			PERFORM pg_notify('hookflow_sched', hf_ms(sched)::text);
 		END IF;
@@ -711,6 +719,9 @@ BEGIN
 		END IF;
 	END IF;
 
+	IF cardinality(fast) = jsonb_array_length(p_items) THEN
+		RETURN;
+	END IF;
 	FOR it IN SELECT e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
 		  WHERE NOT (e.ord = ANY (fast)) LOOP
 		SELECT * INTO r FROM run x WHERE x.run_id = it->>'run_id' FOR UPDATE;

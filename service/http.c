@@ -28,6 +28,7 @@
 
 #define MAX_PATH_BYTES 4096
 #define MAX_REQUEST_ID 128
+#define HTTP_POOL_BYTES (32 * 1024)
 
 struct http_server {
 	struct MHD_Daemon *daemon;
@@ -759,7 +760,11 @@ enum err_code http_server_start(const struct app *app, struct http_server **out,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)20000,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+		/* The per-connection pool holds the request line and headers (bodies
+		 * are copied out as they arrive); libmicrohttpd zeroes it for every
+		 * request, so its size is paid per request: 32 KiB (its default)
+		 * admits request headers up to about 30 KiB (431 beyond). */
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_POOL_BYTES,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

@@ -2,10 +2,9 @@
 #include "service/sig.h"
 
 #include <inttypes.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/params.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,39 +21,57 @@ struct part {
 	size_t len;
 };
 
-/* HMAC-SHA256 of the concatenation of `parts` under `key`. Returns false when
- * OpenSSL fails (out of memory). */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* HMAC-SHA256 (RFC 2104) of the concatenation of `parts` under `key`,
+ * written out over a SHA-256 fetched once: OpenSSL's EVP_MAC fetched and
+ * set up its algorithm on every call, which cost more than the hashing.
+ * Returns false when OpenSSL fails. */
 static bool hmac_sha256(const unsigned char *key, size_t key_len, const struct part *parts,
 			size_t nparts, unsigned char out[32])
 {
-	EVP_MAC *mac = NULL;
-	EVP_MAC_CTX *ctx = NULL;
-	OSSL_PARAM params[2];
-	char digest[] = "SHA256";
-	size_t out_len = 0;
+	enum { BLOCK = 64 };
+	unsigned char k[BLOCK] = {0}, pad[BLOCK], inner[32];
+	unsigned int n = 0;
 	bool ok = false;
 
-	mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	if (mac == NULL)
+	pthread_once(&sha256_once, fetch_sha256);
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (sha256_md == NULL || c == NULL)
 		goto out;
-	ctx = EVP_MAC_CTX_new(mac);
-	if (ctx == NULL)
-		goto out;
-	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0);
-	params[1] = OSSL_PARAM_construct_end();
-	/* A zero-length key is legal HMAC; OpenSSL wants a non-NULL pointer. */
-	if (EVP_MAC_init(ctx, key_len > 0 ? key : (const unsigned char *)"", key_len, params) != 1)
-		goto out;
-	for (size_t i = 0; i < nparts; i++) {
-		if (parts[i].len > 0 && EVP_MAC_update(ctx, parts[i].data, parts[i].len) != 1)
+	if (key_len > BLOCK) {
+		if (EVP_DigestInit_ex(c, sha256_md, NULL) != 1 ||
+		    EVP_DigestUpdate(c, key, key_len) != 1 || EVP_DigestFinal_ex(c, k, &n) != 1)
 			goto out;
+	} else if (key_len > 0) {
+		memcpy(k, key, key_len);
 	}
-	if (EVP_MAC_final(ctx, out, &out_len, 32) != 1 || out_len != 32)
+	for (int i = 0; i < BLOCK; i++)
+		pad[i] = k[i] ^ 0x36;
+	if (EVP_DigestInit_ex(c, sha256_md, NULL) != 1 || EVP_DigestUpdate(c, pad, BLOCK) != 1)
 		goto out;
-	ok = true;
+	for (size_t i = 0; i < nparts; i++)
+		if (parts[i].len > 0 && EVP_DigestUpdate(c, parts[i].data, parts[i].len) != 1)
+			goto out;
+	if (EVP_DigestFinal_ex(c, inner, &n) != 1)
+		goto out;
+	for (int i = 0; i < BLOCK; i++)
+		pad[i] = k[i] ^ 0x5c;
+	if (EVP_DigestInit_ex(c, sha256_md, NULL) != 1 || EVP_DigestUpdate(c, pad, BLOCK) != 1 ||
+	    EVP_DigestUpdate(c, inner, sizeof inner) != 1 || EVP_DigestFinal_ex(c, out, &n) != 1)
+		goto out;
+	ok = n == 32;
 out:
-	EVP_MAC_CTX_free(ctx);
-	EVP_MAC_free(mac);
+	EVP_MD_CTX_free(c);
+	OPENSSL_cleanse(k, sizeof k);
+	OPENSSL_cleanse(pad, sizeof pad);
+	OPENSSL_cleanse(inner, sizeof inner);
 	return ok;
 }
 
@@ -229,8 +246,9 @@ int sig_equal(const char *a, const char *b)
 
 	if (a == NULL || b == NULL || a[0] == '\0' || b[0] == '\0')
 		return 0;
-	if (EVP_Digest(a, strlen(a), da, &la, EVP_sha256(), NULL) != 1 ||
-	    EVP_Digest(b, strlen(b), db, &lb, EVP_sha256(), NULL) != 1)
+	pthread_once(&sha256_once, fetch_sha256);
+	if (sha256_md == NULL || EVP_Digest(a, strlen(a), da, &la, sha256_md, NULL) != 1 ||
+	    EVP_Digest(b, strlen(b), db, &lb, sha256_md, NULL) != 1)
 		return 0;
 	eq = CRYPTO_memcmp(da, db, sizeof da) == 0;
 	return eq;

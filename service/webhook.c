@@ -48,6 +48,8 @@ struct webhook_call {
 	struct webhook_call *anext;
 };
 
+#define SPARE_EASY 256
+
 struct webhook_client {
 	CURLM *multi;
 	int epfd;
@@ -60,7 +62,30 @@ struct webhook_client {
 	struct webhook_call *done_head;
 	struct webhook_call *done_tail;
 	struct webhook_call *active;
+	/* Easy handles of finished calls, reset and kept for the next calls:
+	 * creating one per call (and its transfer buffers) was the largest
+	 * share of this thread's allocations. */
+	CURL *spare[SPARE_EASY];
+	int nspare;
 };
+
+static CURL *easy_get(struct webhook_client *wc)
+{
+	return wc->nspare > 0 ? wc->spare[--wc->nspare] : curl_easy_init();
+}
+
+/* Returns easy handle `c` (no longer in the multi) for reuse. */
+static void easy_put(struct webhook_client *wc, CURL *c)
+{
+	if (c == NULL)
+		return;
+	if (wc->nspare < SPARE_EASY) {
+		curl_easy_reset(c);
+		wc->spare[wc->nspare++] = c;
+	} else {
+		curl_easy_cleanup(c);
+	}
+}
 
 static void watch_fd(struct webhook_client *wc, int fd, bool on)
 {
@@ -147,8 +172,7 @@ struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
 
 static void call_release(struct webhook_call *call)
 {
-	if (call->easy != NULL)
-		curl_easy_cleanup(call->easy);
+	easy_put(call->wc, call->easy);
 	curl_slist_free_all(call->hdrs);
 	free(call->body);
 	free(call->resp);
@@ -171,7 +195,7 @@ static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcod
 	call->finished_ms = timefmt_mono_ms();
 	curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &call->status);
 	curl_multi_remove_handle(wc->multi, call->easy);
-	curl_easy_cleanup(call->easy);
+	easy_put(wc, call->easy);
 	call->easy = NULL;
 	call->next = NULL;
 	if (wc->done_tail)
@@ -213,6 +237,8 @@ void webhook_client_free(struct webhook_client *wc)
 		call_release(c);
 		c = n;
 	}
+	while (wc->nspare > 0)
+		curl_easy_cleanup(wc->spare[--wc->nspare]);
 	curl_multi_cleanup(wc->multi);
 	free(wc->fds);
 	free(wc);
@@ -285,7 +311,7 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	call->user = req->user;
 	call->timeout_ms = req->timeout_ms;
 	call->body = malloc(req->body_len + 1);
-	call->easy = curl_easy_init();
+	call->easy = easy_get(wc);
 	if (call->body == NULL || call->easy == NULL) {
 		call_release(call);
 		return err_set(e, ERR_INTERNAL, "out of memory");

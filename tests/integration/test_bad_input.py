@@ -574,6 +574,19 @@ def test_unknown_workflows_and_resources_are_404(world):
 # Huge headers, slow clients, many idle connections
 # --------------------------------------------------------------------------
 
+def test_request_headers_up_to_24_kib_are_served(world):
+    # The documented bound: request headers up to about 30 KiB are read (the
+    # connection's memory pool is 32 KiB); the test keeps a margin.
+    big = "a" * (24 * 1024)
+    r = world.api.get("/v1/workflows/wf", headers={"X-Big": big})
+    assert r.status == 200, r
+    r = world.api.post("/v1/runs", {"workflow": "wf", "run_id": "big-header", "delay_ms": PARKED},
+                       headers={"X-Big": big})
+    assert r.status == 201, r
+    world.wrote(run=1)
+    world.finish()
+
+
 def test_huge_headers_and_request_lines_are_refused_without_crashing(world):
     port = world.svc.port
     cases = [

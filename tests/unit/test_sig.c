@@ -138,6 +138,25 @@ static void test_memo_token_matches_hmac_of_memo_prefix(void **state)
 	assert_string_equal(out, "M0qoujFHUbO_dDkyhVam6evh-IhIXINK6N7zZZ7K_lA");
 }
 
+static void test_memo_token_hmac_keys_of_every_length_class(void **state)
+{
+	/* RFC 2104's cases: a key longer than SHA-256's 64-byte block is hashed
+	 * first, one of exactly a block is used as is, an empty one is zeros.
+	 * Expected values from Python's hmac module over "memo:order-42". */
+	unsigned char long_key[131], block_key[64];
+	char out[SIG_TOKEN_LEN + 1];
+	(void)state;
+
+	memset(long_key, 0xaa, sizeof long_key);
+	memset(block_key, 0x0b, sizeof block_key);
+	sig_memo_token(long_key, sizeof long_key, "order-42", out);
+	assert_string_equal(out, "0Pw27O962aEdz7TIecZ-HkSarIUYDJX30L9ljvWIdo8");
+	sig_memo_token(block_key, sizeof block_key, "order-42", out);
+	assert_string_equal(out, "NfPe-Ib_L2WVaQ4OHWShU9Ji2nR_gB1uvKY4xvfDSmQ");
+	sig_memo_token((const unsigned char *)"", 0, "order-42", out);
+	assert_string_equal(out, "cnb-mRqsU1ZHCM-TFlUlh1OwrftfFfUv_EOL291JKT8");
+}
+
 static void test_equal_compares_whole_strings(void **state)
 {
 	(void)state;
@@ -214,6 +233,7 @@ int main(void)
 		cmocka_unit_test(test_secret_check_table),
 		cmocka_unit_test(test_memo_token_is_deterministic_and_url_safe),
 		cmocka_unit_test(test_memo_token_matches_hmac_of_memo_prefix),
+		cmocka_unit_test(test_memo_token_hmac_keys_of_every_length_class),
 		cmocka_unit_test(test_equal_compares_whole_strings),
 		cmocka_unit_test(test_base64_rfc4648_vectors),
 		cmocka_unit_test(test_base64_round_trips_all_lengths),
