@@ -443,18 +443,23 @@ BEGIN
 END
 $$;
 
+-- A claimed job as the dispatcher receives it (hf_claim, hf_cycle): kind
+-- 'step' or 'callback', with what the call needs; `replayed` is the step's
+-- replay record, when its workflow keeps them and one exists.
+CREATE TYPE hf_job AS (kind text, id text, run_id text, workflow text, step integer,
+		       attempt integer, max_attempts integer, generation integer, payload jsonb,
+		       headers jsonb, signal jsonb, group_id text, group_key text,
+		       claim_token bigint, cancel_requested boolean, url text, timeout_ms integer,
+		       secret text, backoff_base_ms bigint, backoff_max_ms bigint, replay boolean,
+		       now_ms bigint, replayed jsonb);
+
 -- ---------------------------------------------------------------------------
 -- Claim up to p_limit jobs for p_owner: step jobs of pending runs, then
 -- pending callbacks, in (priority, FIFO) order, skipping rows other instances
 -- hold. A workflow's max_concurrency is enforced by a slot counter on its row,
 -- taken under that row's lock, so it holds across instances.
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer)
-RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, attempt integer,
-	       max_attempts integer, generation integer, payload jsonb, headers jsonb,
-	       signal jsonb, group_id text, group_key text, claim_token bigint,
-	       cancel_requested boolean, url text, timeout_ms integer, secret text,
-	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
-	       replayed jsonb)
+RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	lease interval := make_interval(secs => p_lease_ms / 1000.0);
@@ -911,12 +916,7 @@ $$;
 -- claim left queued steps behind.
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
 			 p_lease_ms integer)
-RETURNS TABLE (kind text, id text, run_id text, workflow text, step integer, attempt integer,
-	       max_attempts integer, generation integer, payload jsonb, headers jsonb,
-	       signal jsonb, group_id text, group_key text, claim_token bigint,
-	       cancel_requested boolean, url text, timeout_ms integer, secret text,
-	       backoff_base_ms bigint, backoff_max_ms bigint, replay boolean, now_ms bigint,
-	       replayed jsonb)
+RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
 	lost text[] := '{}';
