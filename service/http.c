@@ -343,6 +343,20 @@ enum http_longpoll_state http_longpoll_state(const struct http_req *r)
 
 static void lp_release(struct http_req *r);
 
+void *http_async_arm(struct http_req *r)
+{
+	lp_release(r);
+	struct longpoll *lp = calloc(1, sizeof *lp);
+	if (lp == NULL)
+		return NULL;
+	pthread_mutex_init(&lp->mu, NULL);
+	atomic_store(&lp->refs, 2); /* the request's and the token's */
+	lp->conn = r->conn;
+	lp->listener = r->app->listener;
+	r->lp = lp;
+	return lp;
+}
+
 enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms,
 				struct err *e)
 {
@@ -352,14 +366,9 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 	lp_release(r); /* a fired wait is re-armed with what is left of the deadline */
 	if (now >= r->wait_deadline)
 		return ERR_OK;
-	struct longpoll *lp = calloc(1, sizeof *lp);
+	struct longpoll *lp = http_async_arm(r); /* the token is the waiter's */
 	if (lp == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
-	pthread_mutex_init(&lp->mu, NULL);
-	atomic_store(&lp->refs, 2); /* the request's and the waiter's */
-	lp->conn = r->conn;
-	lp->listener = r->app->listener;
-	r->lp = lp;
 	pthread_mutex_lock(&lp->mu);
 	lp->waiter = listener_wait(r->app->listener, key, r->wait_deadline, lp_fire, lp);
 	if (lp->waiter == NULL) {
@@ -391,20 +400,6 @@ bool http_longpoll_suspend(struct http_req *r)
 	MHD_suspend_connection(r->conn);
 	pthread_mutex_unlock(&lp->mu);
 	return true;
-}
-
-void *http_async_arm(struct http_req *r)
-{
-	lp_release(r);
-	struct longpoll *lp = calloc(1, sizeof *lp);
-	if (lp == NULL)
-		return NULL;
-	pthread_mutex_init(&lp->mu, NULL);
-	atomic_store(&lp->refs, 2); /* the request's and the token's */
-	lp->conn = r->conn;
-	lp->listener = r->app->listener;
-	r->lp = lp;
-	return lp;
 }
 
 void http_async_fire(void *token)
