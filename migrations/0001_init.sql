@@ -208,6 +208,13 @@ CREATE TABLE step_output (
 -- plan_cache_mode = force_generic_plan: their statements take parameters, so
 -- PostgreSQL would otherwise re-plan them at every call (custom plans), which
 -- cost more than executing them; their plans do not depend on the values.
+-- A generic plan is made once per session and kept until the table's
+-- statistics change, so it may be made while the tables are empty (a new
+-- database): then a scan of the whole table looks cheapest, and it would stay
+-- so as the table grows (a claim of 200 runs scanning every run ever kept).
+-- Every statement of these functions is meant to find its rows through an
+-- index, so they also run with enable_seqscan = off: the plan is the same
+-- whatever the table's size when it was made.
 
 -- ---------------------------------------------------------------------------
 -- Helpers. The SQL ones are declared STABLE, as their bodies are (time zone,
@@ -420,7 +427,7 @@ $$;
 -- workflow (for messages).
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	it jsonb;
 BEGIN
@@ -460,7 +467,7 @@ CREATE TYPE hf_job AS (kind text, id text, run_id text, workflow text, step inte
 -- taken under that row's lock, so it holds across instances.
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer)
 RETURNS SETOF hf_job
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	lease interval := make_interval(secs => p_lease_ms / 1000.0);
 	cand text[];
@@ -615,7 +622,7 @@ $$;
 -- hookflow_wake) unless p_wake is false: hf_cycle claims them itself.
 CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true)
 RETURNS TABLE (run_id text, outcome text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	fast bigint[];
 	it jsonb;
@@ -850,7 +857,7 @@ $$;
 -- transient_error|permanent_error, "reason", "http_status", "retry_delay_ms"}].
 CREATE FUNCTION hf_settle_callbacks(p_items jsonb)
 RETURNS TABLE (id text, outcome text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	it jsonb;
 	c callback;
@@ -917,7 +924,7 @@ $$;
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
 			 p_lease_ms integer)
 RETURNS SETOF hf_job
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	lost text[] := '{}';
 	lost_kind text[] := '{}';

@@ -3,9 +3,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "service/log.h"
 
@@ -25,6 +27,24 @@ static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t 
 			       name, (long long)lo, (long long)hi);
 	*out = n;
 	return ERR_OK;
+}
+
+/* HOOKFLOW_WORKERS' default: half the CPUs this process may run on (its
+ * affinity mask, which a container's cpuset narrows), at least 1. One worker's
+ * I/O thread drives thousands of calls at once; another worker pays only when
+ * that thread is short of CPU, and each one more splits the database batches
+ * (one transaction per worker cycle) and adds threads taking turns on the
+ * cores. README, "Workers". */
+static int default_workers(void)
+{
+	cpu_set_t set;
+	long n = 0;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	n /= 2;
+	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
 static enum err_code parse_listen(struct config *c, const char *v, struct err *e)
@@ -112,7 +132,7 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		c->public_url = strdup(buf);
 	}
 
-	if (int_var("HOOKFLOW_WORKERS", 2, 1, 64, &n, e))
+	if (int_var("HOOKFLOW_WORKERS", default_workers(), 1, 64, &n, e))
 		return e->code;
 	c->workers = (int)n;
 	if (int_var("HOOKFLOW_MAX_INFLIGHT", 1024, 1, 100000, &n, e))

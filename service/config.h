@@ -18,7 +18,7 @@ struct config {
 	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS, comma-separated */
 	int ntokens;
 	char *public_url;         /* HOOKFLOW_PUBLIC_URL, default http://<listen> */
-	int workers;              /* HOOKFLOW_WORKERS, default 2 */
+	int workers;              /* HOOKFLOW_WORKERS, default CPUs / 2, at least 1 */
 	int max_inflight;         /* HOOKFLOW_MAX_INFLIGHT, default 1024 (all workers) */
 	int lease_ms;             /* HOOKFLOW_LEASE_MS, default 30000 */
 	int64_t max_body_bytes;   /* HOOKFLOW_MAX_BODY_BYTES, default 1 MiB */

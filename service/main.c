@@ -149,8 +149,9 @@ static int serve(struct config *cfg)
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
 		return 1;
 	}
-	log_info("main", "hookflow serving", "instance=%s listen=%s:%d public_url=%s", instance,
-		 cfg->listen_host, cfg->listen_port, cfg->public_url);
+	log_info("main", "hookflow serving",
+		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d", instance,
+		 cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers, cfg->max_inflight);
 
 	int sig = 0;
 	sigwait(&set, &sig);

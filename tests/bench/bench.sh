@@ -56,7 +56,7 @@ case "$scale" in
 full)
 	RUNS1=2000 RUNS10=2000 STEPS=10 LAT_N=200 LAT_STEPS=10 INFLIGHT=10000 DELAY_MS=2000 HOLD_MS=30000
 	PGBENCH_T=15 PGBENCH_SCALE=10 PGBENCH_INIT=dtgvp SUBMIT_CONNS=64 RUN_TIMEOUT=300 DUE_MAX_MS=60000
-	SCALE_REPEAT=3
+	SCALE_REPEAT=5
 	;;
 smoke)
 	RUNS1=50 RUNS10=50 STEPS=3 LAT_N=10 LAT_STEPS=3 INFLIGHT=200 DELAY_MS=500 HOLD_MS=0
@@ -575,12 +575,14 @@ if git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q 
 	dirty=+dirty
 fi
 
+default_workers=$(($(nproc) / 2))
+((default_workers >= 1)) || default_workers=1
 {
 	echo
 	echo "hookflow bench ($scale) at $commit$dirty, $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), PostgreSQL $pgver (fsync=on, synchronous_commit=on), $(gcc --version | head -1)"
 	echo "load average before the bench: $load0 (other work on the machine skews every figure)${BENCH_NICE:+; run at nice $BENCH_NICE}"
-	echo "hookflow: workers=${BENCH_WORKERS:-2} http_threads=${BENCH_HTTP_THREADS:-4} db_pool=${BENCH_DB_POOL:-8}; loadgen: $SUBMIT_CONNS keep-alive connections; total ${t_total}s"
+	echo "hookflow: workers=${BENCH_WORKERS:-$default_workers (default: CPUs / 2)} http_threads=${BENCH_HTTP_THREADS:-4} db_pool=${BENCH_DB_POOL:-8}; loadgen: $SUBMIT_CONNS keep-alive connections; total ${t_total}s"
 	echo
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "#" "measure" "figure" "target" "vs pgbench" "result"
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "1" "$RUNS1 runs x 1 step: runs/s" "${R[s1_runs_per_s]}" ">= 2500" "$(ratio "${R[s1_runs_per_s]}")" "$v1"

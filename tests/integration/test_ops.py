@@ -1,5 +1,6 @@
 """SPEC section 10 (operations) and the X-Request-Id convention of section 2."""
 
+import os
 import re
 
 from harness import Api, StepScript, free_port, succeed, wait_until
@@ -86,6 +87,22 @@ def test_bad_configuration_exits_naming_the_variable(services):
     code = svc.wait_exit(15)
     assert code is not None and code != 0, "hookflow started with HOOKFLOW_LEASE_MS=soon"
     assert "HOOKFLOW_LEASE_MS" in svc.log_text()
+
+
+def _serving_line(svc):
+    lines = [l for l in svc.log_text().splitlines() if "hookflow serving" in l]
+    assert lines, "no start-up line in the log"
+    return lines[0]
+
+
+def test_workers_default_to_half_the_cpus_it_may_run_on(services):
+    # README, "Workers": one worker's I/O thread drives thousands of calls;
+    # more than half the CPUs only split the database batches further.
+    want = max(1, len(os.sched_getaffinity(0)) // 2)
+    svc = services.start()
+    assert re.search(r"\bworkers=%d\b" % want, _serving_line(svc)), _serving_line(svc)
+    other = services.start(HOOKFLOW_WORKERS="3")
+    assert re.search(r"\bworkers=3\b", _serving_line(other)), _serving_line(other)
 
 
 def test_refuses_non_loopback_listen_without_tokens(services):
