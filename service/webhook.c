@@ -1,9 +1,18 @@
-/* webhook: many concurrent webhook calls per thread on a curl multi handle and epoll.
+/* webhook: many concurrent webhook calls per thread on curl multi handles and epoll.
  *
  * curl tells us which sockets to watch (socket callback -> epoll_ctl on the
  * worker's epoll instance) and when to call it back (timer callback -> a
  * deadline the worker's loop honours). Completed transfers are moved to a
- * done list the worker drains. All of it runs on the owning worker thread. */
+ * done list the worker drains. All of it runs on the owning worker thread.
+ *
+ * The calls are spread over shards of at most SHARD_CALLS calls, each its own
+ * multi handle with its own connection cache, filled first-come: libcurl
+ * looks for a reusable connection by walking every connection it holds to the
+ * same host, so with all calls in one multi, starting the n-th concurrent
+ * call to one webhook cost O(n) and a burst of n calls O(n^2) (10,000 calls
+ * held at once took seconds of CPU to start). Below SHARD_CALLS concurrent
+ * calls everything runs in the first shard; a shard above it that has been
+ * empty for SHARD_IDLE_MS is closed with its idle connections. */
 #include "service/webhook.h"
 
 #include <curl/curl.h>
@@ -19,8 +28,11 @@
 #include "service/sig.h"
 #include "service/timefmt.h"
 
+struct shard;
+
 struct webhook_call {
 	struct webhook_client *wc;
+	struct shard *shard;        /* whose multi holds the transfer, while in flight */
 	CURL *easy;
 	struct curl_slist *hdrs;
 	char *body;
@@ -49,15 +61,26 @@ struct webhook_call {
 };
 
 #define SPARE_EASY 256
+#define SHARD_CALLS 256
+#define SHARD_IDLE_MS 10000
+
+struct shard {
+	struct webhook_client *wc;
+	CURLM *multi;
+	int64_t timer_at;    /* monotonic ms when curl wants its timeout, or -1 */
+	int calls;           /* transfers in this multi */
+	int64_t empty_since; /* monotonic ms when calls dropped to 0 */
+};
 
 struct webhook_client {
-	CURLM *multi;
 	int epfd;
 	int64_t max_response;
 	const struct netpolicy *egress;
-	int64_t timer_at; /* monotonic ms when curl wants its timeout, or -1 */
+	struct shard **shards; /* [0] always exists; the others are closed when idle */
+	int nshards;
+	int shards_cap;
 	int inflight;
-	bool *fds;       /* fds[fd]: watched by this client */
+	struct shard **fds;    /* fds[fd]: the shard whose socket it is, or NULL */
 	int nfds;
 	struct webhook_call *done_head;
 	struct webhook_call *done_tail;
@@ -87,39 +110,46 @@ static void easy_put(struct webhook_client *wc, CURL *c)
 	}
 }
 
-static void watch_fd(struct webhook_client *wc, int fd, bool on)
+/* Records that `fd` is watched for shard `sh` (NULL: no longer). Returns
+ * false when the map cannot grow (out of memory). */
+static bool watch_fd(struct webhook_client *wc, int fd, struct shard *sh)
 {
 	if (fd >= wc->nfds) {
+		if (sh == NULL)
+			return true;
 		int n = wc->nfds ? wc->nfds : 1024;
 		while (n <= fd)
 			n *= 2;
-		bool *f = realloc(wc->fds, (size_t)n * sizeof *f);
+		struct shard **f = realloc(wc->fds, (size_t)n * sizeof *f);
 		if (f == NULL)
-			return;
+			return false;
 		memset(f + wc->nfds, 0, (size_t)(n - wc->nfds) * sizeof *f);
 		wc->fds = f;
 		wc->nfds = n;
 	}
-	wc->fds[fd] = on;
+	wc->fds[fd] = sh;
+	return true;
 }
 
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	(void)easy;
-	struct webhook_client *wc = userp;
+	struct shard *sh = userp;
+	struct webhook_client *wc = sh->wc;
 	struct epoll_event ev = {.data.fd = s};
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(wc->epfd, EPOLL_CTL_DEL, s, NULL);
-		watch_fd(wc, s, false);
-		curl_multi_assign(wc->multi, s, NULL);
+		watch_fd(wc, s, NULL);
+		curl_multi_assign(sh->multi, s, NULL);
 		return 0;
 	}
 	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
 	if (socketp == NULL) {
+		if (!watch_fd(wc, s, sh))
+			return -1; /* curl fails the transfer */
 		if (epoll_ctl(wc->epfd, EPOLL_CTL_ADD, s, &ev) != 0)
 			epoll_ctl(wc->epfd, EPOLL_CTL_MOD, s, &ev);
-		watch_fd(wc, s, true);
-		curl_multi_assign(wc->multi, s, wc); /* any non-NULL marker */
+		curl_multi_assign(sh->multi, s, sh); /* any non-NULL marker */
 	} else {
 		epoll_ctl(wc->epfd, EPOLL_CTL_MOD, s, &ev);
 	}
@@ -129,9 +159,75 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
 static int on_timer(CURLM *multi, long timeout_ms, void *userp)
 {
 	(void)multi;
-	struct webhook_client *wc = userp;
-	wc->timer_at = timeout_ms < 0 ? -1 : timefmt_mono_ms() + timeout_ms;
+	struct shard *sh = userp;
+	sh->timer_at = timeout_ms < 0 ? -1 : timefmt_mono_ms() + timeout_ms;
 	return 0;
+}
+
+/* A new, empty shard, appended to wc->shards; NULL when out of memory. */
+static struct shard *shard_add(struct webhook_client *wc)
+{
+	if (wc->nshards == wc->shards_cap) {
+		int n = wc->shards_cap ? wc->shards_cap * 2 : 8;
+		struct shard **a = realloc(wc->shards, (size_t)n * sizeof *a);
+		if (a == NULL)
+			return NULL;
+		wc->shards = a;
+		wc->shards_cap = n;
+	}
+	struct shard *sh = calloc(1, sizeof *sh);
+	if (sh == NULL)
+		return NULL;
+	sh->multi = curl_multi_init();
+	if (sh->multi == NULL) {
+		free(sh);
+		return NULL;
+	}
+	sh->wc = wc;
+	sh->timer_at = -1;
+	sh->empty_since = timefmt_mono_ms();
+	curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+	curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+	/* Keep idle keep-alive connections to webhooks for reuse: as many as
+	 * the shard runs calls. */
+	curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, (long)SHARD_CALLS);
+	wc->shards[wc->nshards++] = sh;
+	return sh;
+}
+
+/* Closes the last shard (no transfers left in it) and its idle connections. */
+static void shard_drop_last(struct webhook_client *wc)
+{
+	struct shard *sh = wc->shards[--wc->nshards];
+	curl_multi_cleanup(sh->multi); /* closes its connections: on_socket REMOVE */
+	for (int fd = 0; fd < wc->nfds; fd++)
+		if (wc->fds[fd] == sh)
+			wc->fds[fd] = NULL;
+	free(sh);
+}
+
+/* The shard for a new call: the first with room, else a new one (NULL: out
+ * of memory). */
+static struct shard *shard_for_call(struct webhook_client *wc)
+{
+	for (int i = 0; i < wc->nshards; i++)
+		if (wc->shards[i]->calls < SHARD_CALLS)
+			return wc->shards[i];
+	return shard_add(wc);
+}
+
+/* Closes trailing shards that have been empty for SHARD_IDLE_MS. Only outside
+ * curl's callbacks. */
+static void shards_trim(struct webhook_client *wc, int64_t now)
+{
+	while (wc->nshards > 1) {
+		struct shard *last = wc->shards[wc->nshards - 1];
+		if (last->calls > 0 || now - last->empty_since < SHARD_IDLE_MS)
+			break;
+		shard_drop_last(wc);
+	}
 }
 
 /* curl's open-socket hook: the address is final here (after DNS), so the
@@ -152,21 +248,14 @@ struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
 	struct webhook_client *wc = calloc(1, sizeof *wc);
 	if (wc == NULL)
 		return NULL;
-	wc->multi = curl_multi_init();
-	if (wc->multi == NULL) {
-		free(wc);
-		return NULL;
-	}
 	wc->epfd = epfd;
 	wc->max_response = max_response_bytes;
 	wc->egress = egress;
-	wc->timer_at = -1;
-	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(wc->multi, CURLMOPT_SOCKETDATA, wc);
-	curl_multi_setopt(wc->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(wc->multi, CURLMOPT_TIMERDATA, wc);
-	/* Keep idle keep-alive connections to webhooks for reuse. */
-	curl_multi_setopt(wc->multi, CURLMOPT_MAXCONNECTS, 1024L);
+	if (shard_add(wc) == NULL) {
+		free(wc->shards);
+		free(wc);
+		return NULL;
+	}
 	return wc;
 }
 
@@ -194,7 +283,10 @@ static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcod
 	call->aprev = call->anext = NULL;
 	call->finished_ms = timefmt_mono_ms();
 	curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &call->status);
-	curl_multi_remove_handle(wc->multi, call->easy);
+	curl_multi_remove_handle(call->shard->multi, call->easy);
+	if (--call->shard->calls == 0)
+		call->shard->empty_since = call->finished_ms;
+	call->shard = NULL;
 	easy_put(wc, call->easy);
 	call->easy = NULL;
 	call->next = NULL;
@@ -205,11 +297,11 @@ static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcod
 	wc->done_tail = call;
 }
 
-static void check_done(struct webhook_client *wc)
+static void check_done(struct webhook_client *wc, struct shard *sh)
 {
 	CURLMsg *m;
 	int left;
-	while ((m = curl_multi_info_read(wc->multi, &left)) != NULL) {
+	while ((m = curl_multi_info_read(sh->multi, &left)) != NULL) {
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		struct webhook_call *call = NULL;
@@ -229,17 +321,20 @@ void webhook_client_free(struct webhook_client *wc)
 		call_release(c);
 		c = n;
 	}
-	/* Calls still in flight: their easy handles are still in the multi. */
+	/* Calls still in flight: their easy handles are still in a multi. */
 	c = wc->active;
 	while (c != NULL) {
 		struct webhook_call *n = c->anext;
-		curl_multi_remove_handle(wc->multi, c->easy);
+		curl_multi_remove_handle(c->shard->multi, c->easy);
+		c->shard->calls--;
 		call_release(c);
 		c = n;
 	}
 	while (wc->nspare > 0)
 		curl_easy_cleanup(wc->spare[--wc->nspare]);
-	curl_multi_cleanup(wc->multi);
+	while (wc->nshards > 0)
+		shard_drop_last(wc);
+	free(wc->shards);
 	free(wc->fds);
 	free(wc);
 }
@@ -363,11 +458,19 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, call);
 	call->started_ms = timefmt_mono_ms();
-	CURLMcode mc = curl_multi_add_handle(wc->multi, c);
+	shards_trim(wc, call->started_ms);
+	struct shard *sh = shard_for_call(wc);
+	if (sh == NULL) {
+		call_release(call);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	CURLMcode mc = curl_multi_add_handle(sh->multi, c);
 	if (mc != CURLM_OK) {
 		call_release(call);
 		return err_set(e, ERR_INTERNAL, "curl: %s", curl_multi_strerror(mc));
 	}
+	call->shard = sh;
+	sh->calls++;
 	wc->inflight++;
 	call->anext = wc->active;
 	if (wc->active)
@@ -387,11 +490,14 @@ void webhook_call_abort(struct webhook_client *wc, struct webhook_call *call)
 
 bool webhook_client_owns_fd(const struct webhook_client *wc, int fd)
 {
-	return fd >= 0 && fd < wc->nfds && wc->fds[fd];
+	return fd >= 0 && fd < wc->nfds && wc->fds[fd] != NULL;
 }
 
 void webhook_client_socket_event(struct webhook_client *wc, int fd, uint32_t events)
 {
+	if (!webhook_client_owns_fd(wc, fd))
+		return; /* closed since epoll_wait returned */
+	struct shard *sh = wc->fds[fd];
 	int mask = 0;
 	if (events & EPOLLIN)
 		mask |= CURL_CSELECT_IN;
@@ -400,24 +506,51 @@ void webhook_client_socket_event(struct webhook_client *wc, int fd, uint32_t eve
 	if (events & (EPOLLERR | EPOLLHUP))
 		mask |= CURL_CSELECT_ERR;
 	int running = 0;
-	curl_multi_socket_action(wc->multi, fd, mask, &running);
-	check_done(wc);
+	curl_multi_socket_action(sh->multi, fd, mask, &running);
+	check_done(wc, sh);
+}
+
+/* The earliest of the shards' curl timers and of the idle trailing shard's
+ * closing time, as monotonic ms, or -1. */
+static int64_t next_deadline(const struct webhook_client *wc)
+{
+	int64_t at = -1;
+	for (int i = 0; i < wc->nshards; i++) {
+		int64_t t = wc->shards[i]->timer_at;
+		if (t >= 0 && (at < 0 || t < at))
+			at = t;
+	}
+	const struct shard *last = wc->shards[wc->nshards - 1];
+	if (wc->nshards > 1 && last->calls == 0) {
+		int64_t t = last->empty_since + SHARD_IDLE_MS;
+		if (at < 0 || t < at)
+			at = t;
+	}
+	return at;
 }
 
 long webhook_client_timeout_ms(const struct webhook_client *wc)
 {
-	if (wc->timer_at < 0)
+	int64_t at = next_deadline(wc);
+	if (at < 0)
 		return -1;
-	int64_t d = wc->timer_at - timefmt_mono_ms();
+	int64_t d = at - timefmt_mono_ms();
 	return d < 0 ? 0 : (long)d;
 }
 
 void webhook_client_timeout(struct webhook_client *wc)
 {
-	int running = 0;
-	wc->timer_at = -1;
-	curl_multi_socket_action(wc->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_done(wc);
+	int64_t now = timefmt_mono_ms();
+	for (int i = 0; i < wc->nshards; i++) {
+		struct shard *sh = wc->shards[i];
+		if (sh->timer_at < 0 || sh->timer_at > now)
+			continue;
+		int running = 0;
+		sh->timer_at = -1;
+		curl_multi_socket_action(sh->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+		check_done(wc, sh);
+	}
+	shards_trim(wc, now);
 }
 
 int webhook_client_inflight(const struct webhook_client *wc)

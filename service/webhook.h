@@ -1,5 +1,5 @@
-/* webhook: outgoing HTTP calls of one worker thread, many at once, on one curl
- * multi handle driven by the worker's epoll loop (curl_multi_socket_action).
+/* webhook: outgoing HTTP calls of one worker thread, many at once, on curl
+ * multi handles driven by the worker's epoll loop (curl_multi_socket_action).
  *
  * Threads: a webhook_client and its calls belong to the thread that created
  * them; nothing here is shared. Connections to a webhook are kept alive and
