@@ -23,12 +23,11 @@ CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC  := $(wildcard service/*.c handlers/*.c db/*.c)
-LIB_SRC  := $(filter-out service/main.c,$(LIB_SRC))
+LIB_SRC  := $(wildcard base/*.c db/*.c service/*.c handlers/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o \
             $(BUILD)/gen/openapi.o $(BUILD)/gen/dashboard.o
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
-MAIN_OBJ := $(BUILD)/service/main.o
+MAIN_OBJ := $(BUILD)/cmd/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/ids.h"
-#include "service/log.h"
-#include "service/sig.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/sig.h"
 
 #define MAX_PREPARED 64
 

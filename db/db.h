@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "service/err.h"
+#include "base/err.h"
 
 struct db_conn;
 struct db_pool;

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 /* Dead letters, newest first, filtered by workflow and kind ("step" or
  * "callback"; NULL: any). */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "db/internal.h"
-#include "service/ids.h"
+#include "base/ids.h"
 
 static const struct db_stmt q_submit = {
 	"group_submit",

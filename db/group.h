@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 /* Submits group `group_id`: `members_json` is the JSON array hf_group_submit
  * takes; `manifest` the SHA-256 of the canonical member list. *created tells

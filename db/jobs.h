@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 

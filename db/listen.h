@@ -2,7 +2,7 @@
 #ifndef HOOKFLOW_DB_LISTEN_H
 #define HOOKFLOW_DB_LISTEN_H
 
-#include "service/err.h"
+#include "base/err.h"
 
 struct db_listener;
 

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 #define MEMO_RUN_SCOPE (-1)
 

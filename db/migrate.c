@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "db/internal.h"
-#include "service/log.h"
+#include "base/log.h"
 
 #define MIGRATE_LOCK "7243902001" /* pg_advisory_lock key of hookflow migrations */
 

@@ -5,7 +5,7 @@
 #define HOOKFLOW_DB_MIGRATE_H
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 struct db_migration {
 	const char *version; /* "0001_init" */

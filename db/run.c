@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "db/internal.h"
-#include "service/ids.h"
-#include "service/strbuf.h"
+#include "base/ids.h"
+#include "base/strbuf.h"
 
 static const struct db_stmt q_submit_many = {
 	"run_submit_many",

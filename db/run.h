@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 /* A validated submission; every pointer borrowed. */
 struct run_submit {

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 enum signal_outcome { SIGNAL_DELIVERED = 1, SIGNAL_BUFFERED };
 

@@ -3,8 +3,8 @@
 #define HOOKFLOW_DB_STATS_H
 
 #include "db/db.h"
-#include "service/err.h"
-#include "service/strbuf.h"
+#include "base/err.h"
+#include "base/strbuf.h"
 
 /* Appends Prometheus gauges for active runs by status, callback jobs by state
  * and dead letters by kind to `b`. Only indexed, bounded counts: terminal runs

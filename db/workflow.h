@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 
 /* A validated workflow definition; strings are borrowed. */
 struct workflow_def {

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/canon.h"
+#include "base/canon.h"
 #include "service/effects.h"
-#include "service/ids.h"
+#include "base/ids.h"
 
 #define MAX_HEADERS 64
 #define MAX_HEADER_NAME 256

@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "db/db.h"
-#include "service/err.h"
+#include "base/err.h"
 #include "service/http.h"
-#include "service/netpolicy.h"
+#include "base/netpolicy.h"
 
 #define HC_DB_WAIT_MS 5000
 #define HC_MAX_URL 2048

@@ -5,7 +5,7 @@
 #include "db/deadletter.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
-#include "service/ids.h"
+#include "base/ids.h"
 
 static enum err_code dead_id(struct http_req *r, const char **id, struct err *e)
 {

@@ -7,8 +7,8 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "service/canon.h"
-#include "service/ids.h"
+#include "base/canon.h"
+#include "base/ids.h"
 
 #define MAX_MEMBERS 10000
 #define MAX_WAIT_MS 300000

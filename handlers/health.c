@@ -7,7 +7,7 @@
 #include "handlers/handlers.h"
 #include "service/listener.h"
 #include "service/metrics.h"
-#include "service/strbuf.h"
+#include "base/strbuf.h"
 
 void handle_healthz(struct http_req *r)
 {

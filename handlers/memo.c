@@ -8,7 +8,7 @@
 #include "db/memo.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
-#include "service/ids.h"
+#include "base/ids.h"
 
 /* Reads the run id, scope and key from the path: a run-scope route has two
  * parameters (run, key), a step-scope route three (run, step, key). */

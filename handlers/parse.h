@@ -19,10 +19,10 @@
 
 #include "db/run.h"
 #include "db/workflow.h"
-#include "service/err.h"
-#include "service/ids.h"
-#include "service/netpolicy.h"
-#include "service/strbuf.h"
+#include "base/err.h"
+#include "base/ids.h"
+#include "base/netpolicy.h"
+#include "base/strbuf.h"
 
 /* ---- POST /v1/runs (runs.c) ---------------------------------------------- */
 

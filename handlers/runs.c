@@ -7,12 +7,12 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "service/canon.h"
+#include "base/canon.h"
 #include "service/effects.h"
-#include "service/ids.h"
-#include "service/strbuf.h"
+#include "base/ids.h"
+#include "base/strbuf.h"
 #include "service/submitter.h"
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 #include "service/verdict.h"
 
 #define MAX_WAIT_MS 300000

@@ -6,7 +6,7 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "service/ids.h"
+#include "base/ids.h"
 
 enum err_code signals_parse_send(const json_t *body, char **payload, struct err *e)
 {

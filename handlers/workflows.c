@@ -7,8 +7,8 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "service/ids.h"
-#include "service/sig.h"
+#include "base/ids.h"
+#include "base/sig.h"
 
 static const char *const workflow_keys[] = {
 	"url", "callback_url", "timeout_ms", "max_attempts", "priority", "retry_backoff",

@@ -37,11 +37,11 @@
 #include <unistd.h>
 
 #include "db/jobs.h"
-#include "service/log.h"
+#include "base/log.h"
 #include "service/metrics.h"
-#include "service/sig.h"
-#include "service/strbuf.h"
-#include "service/timefmt.h"
+#include "base/sig.h"
+#include "base/strbuf.h"
+#include "base/timefmt.h"
 #include "service/verdict.h"
 #include "service/webhook.h"
 

@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "service/config.h"
-#include "service/err.h"
+#include "base/config.h"
+#include "base/err.h"
 
 struct dispatcher;
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/canon.h"
-#include "service/ids.h"
+#include "base/canon.h"
+#include "base/ids.h"
 
 /* Room for `<field>.put[<quoted key>]`: the key is shown cut short. */
 #define LABEL_BYTES 160

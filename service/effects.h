@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "service/err.h"
+#include "base/err.h"
 
 #define EFFECTS_MAX_VALUE_BYTES (256 * 1024)
 #define EFFECTS_RESERVED_PREFIX "workflow/"

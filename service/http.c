@@ -19,12 +19,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "handlers/routes.h"
-#include "service/ids.h"
+#include "base/ids.h"
 #include "service/listener.h"
-#include "service/log.h"
-#include "service/sig.h"
-#include "service/timefmt.h"
+#include "base/log.h"
+#include "base/sig.h"
+#include "base/timefmt.h"
 
 #define MAX_PATH_BYTES 4096
 #define MAX_REQUEST_ID 128
@@ -33,6 +32,8 @@
 struct http_server {
 	struct MHD_Daemon *daemon;
 	const struct app *app;
+	const struct http_route *routes;
+	int nroutes;
 };
 
 struct longpoll {
@@ -47,9 +48,10 @@ struct longpoll {
 
 struct http_req {
 	const struct app *app;
+	const struct http_server *server;
 	struct MHD_Connection *conn;
 	const char *method;
-	const struct route *route;
+	const struct http_route *route;
 	char *params[HTTP_MAX_PARAMS];
 	int nparams;
 	char request_id[MAX_REQUEST_ID + 1];
@@ -467,7 +469,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static enum err_code authorize(const struct http_req *r, struct err *e)
 {
 	const struct config *cfg = r->app->cfg;
-	if (r->route->auth == ROUTE_PUBLIC)
+	if (r->route->auth == HTTP_AUTH_PUBLIC)
 		return ERR_OK;
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_AUTHORIZATION);
@@ -479,7 +481,7 @@ static enum err_code authorize(const struct http_req *r, struct err *e)
 		api |= sig_equal(tok, cfg->tokens[i]);
 	if (api)
 		return ERR_OK;
-	if (r->route->auth == ROUTE_MEMO && tok != NULL) {
+	if (r->route->auth == HTTP_AUTH_MEMO && tok != NULL) {
 		char mine[SIG_TOKEN_LEN + 1];
 		sig_memo_token(r->app->memo_key, r->app->memo_key_len, r->params[0], mine);
 		if (sig_equal(tok, mine))
@@ -571,7 +573,8 @@ static void begin(struct http_req *r, const char *url)
 	path[plen] = '\0';
 
 	bool path_known = false;
-	for (int i = 0; i < routes_count; i++) {
+	const struct http_route *routes = r->server->routes;
+	for (int i = 0; i < r->server->nroutes; i++) {
 		if (!http_path_match(routes[i].pattern, path, r->params, &r->nparams))
 			continue;
 		if (strcmp(routes[i].method, r->method) == 0) {
@@ -651,6 +654,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		*con_cls = r;
 		r->app = s->app;
+		r->server = s;
 		r->conn = conn;
 		r->method = method;
 		r->started_ms = timefmt_mono_ms();
@@ -722,7 +726,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return MHD_YES;
 }
 
-enum err_code http_server_start(const struct app *app, struct http_server **out, struct err *e)
+enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
+				struct http_server **out, struct err *e)
 {
 	*out = NULL;
 	const struct config *cfg = app->cfg;
@@ -730,6 +735,8 @@ enum err_code http_server_start(const struct app *app, struct http_server **out,
 	if (s == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	s->app = app;
+	s->routes = routes;
+	s->nroutes = nroutes;
 
 	struct sockaddr_storage ss;
 	memset(&ss, 0, sizeof ss);

@@ -1,5 +1,5 @@
 /* http: the libmicrohttpd daemon, request bodies (capped), authentication,
- * routing to handlers/, replies and long-poll suspension.
+ * routing (the table is handed in by the caller), replies and long-poll suspension.
  *
  * Threads: MHD runs HOOKFLOW_HTTP_THREADS threads with epoll. A handler runs
  * on one of them and may use the database pool; it never makes an outgoing
@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/config.h"
-#include "service/err.h"
+#include "base/config.h"
+#include "base/err.h"
 
 struct db_pool;
 struct dispatcher;
@@ -45,7 +45,7 @@ struct http_server;
 typedef void (*http_handler_fn)(struct http_req *r);
 
 /* Matches request path `path` (without the query string) against route
- * pattern `pattern` (handlers/routes.c: "/v1/runs/{}/steps"), both borrowed.
+ * pattern `pattern` ("/v1/runs/{}/steps"), both borrowed.
  * Segments compare byte for byte, except that a "{}" segment captures one
  * segment (possibly empty: the handler names the field), percent-decoded
  * ("%2F" stays inside it; a malformed escape or "%00" fails the match). On a match writes the captures, malloc'd,
@@ -55,8 +55,27 @@ typedef void (*http_handler_fn)(struct http_req *r);
 bool http_path_match(const char *pattern, const char *path, char *params[HTTP_MAX_PARAMS],
 		     int *nparams);
 
-/* Starts serving on cfg->listen_host:listen_port. `app` borrowed. */
-enum err_code http_server_start(const struct app *app, struct http_server **out, struct err *e);
+/* Who may call a route. */
+enum http_auth {
+	HTTP_AUTH_PUBLIC = 0, /* no credentials (health, metrics, openapi) */
+	HTTP_AUTH_API,        /* an API token when tokens are configured */
+	HTTP_AUTH_MEMO,       /* an API token, or the delivery token of the run in the path */
+};
+
+/* One entry of the routing table: (method, path pattern) -> handler. A
+ * pattern segment "{}" captures one percent-decoded path segment. */
+struct http_route {
+	const char *method;
+	const char *pattern;
+	http_handler_fn fn;
+	enum http_auth auth;
+};
+
+/* Starts serving on cfg->listen_host:listen_port with the routing table
+ * `routes[0..nroutes)`. `app` and `routes` are borrowed and must outlive the
+ * server. */
+enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
+				struct http_server **out, struct err *e);
 
 /* Stops accepting, closes connections and frees the server. NULL is a no-op. */
 void http_server_stop(struct http_server *s);

@@ -18,9 +18,9 @@
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/listen.h"
-#include "service/log.h"
+#include "base/log.h"
 #include "service/metrics.h"
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 
 #define BATCH 1000
 #define RECONNECT_MS 1000

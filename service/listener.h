@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "service/config.h"
+#include "base/config.h"
 #include "service/dispatcher.h"
-#include "service/err.h"
+#include "base/err.h"
 #include "service/waiters.h"
 
 struct listener;

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "service/strbuf.h"
+#include "base/strbuf.h"
 
 enum metrics_result {
 	MR_CONTINUE, MR_SUCCEED, MR_FAIL, MR_CANCEL, MR_TRANSIENT, MR_PERMANENT, MR_CANCELLED,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "db/db.h"
-#include "service/log.h"
+#include "base/log.h"
 
 #define MAX_BATCH 512
 

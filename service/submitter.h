@@ -15,8 +15,8 @@
 #include <stdatomic.h>
 
 #include "db/run.h"
-#include "service/config.h"
-#include "service/err.h"
+#include "base/config.h"
+#include "base/err.h"
 
 /* One queued submission, shared by the HTTP thread that made it and the
  * submitter thread that answers it; freed by whichever drops it last. */

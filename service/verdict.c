@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/ids.h"
-#include "service/timefmt.h"
+#include "base/ids.h"
+#include "base/timefmt.h"
 
 #define QUOTED_BYTES 72
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "service/effects.h"
-#include "service/err.h"
+#include "base/err.h"
 
 #define VERDICT_ERROR_BODY_BYTES 200
 #define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */

@@ -24,9 +24,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "service/log.h"
-#include "service/sig.h"
-#include "service/timefmt.h"
+#include "base/log.h"
+#include "base/sig.h"
+#include "base/timefmt.h"
 
 struct shard;
 

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/err.h"
-#include "service/netpolicy.h"
+#include "base/err.h"
+#include "base/netpolicy.h"
 #include "service/verdict.h"
 
 #define WEBHOOK_USER_AGENT "hookflow/0.1.0"

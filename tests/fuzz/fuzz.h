@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/err.h"
-#include "service/ids.h"
+#include "base/err.h"
+#include "base/ids.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

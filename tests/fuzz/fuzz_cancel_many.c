@@ -3,7 +3,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "handlers/parse.h"
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 
 static const char *const statuses[] = {"pending", "scheduled", "waiting", "running",
 				       "cancelling", "succeeded", "failed", "cancelled", NULL};

@@ -2,7 +2,7 @@
  * (effects_parse). The input is any JSON value. */
 #include "tests/fuzz/fuzz.h"
 
-#include "service/canon.h"
+#include "base/canon.h"
 #include "service/effects.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

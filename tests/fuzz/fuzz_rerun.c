@@ -2,7 +2,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "handlers/parse.h"
-#include "service/canon.h"
+#include "base/canon.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

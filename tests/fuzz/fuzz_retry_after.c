@@ -1,7 +1,7 @@
 /* fuzz_retry_after: Retry-After header values (verdict_parse_retry_after). */
 #include "tests/fuzz/fuzz.h"
 
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 #include "service/verdict.h"
 
 #define NOW_MS 1764669600000LL /* 2025-12-02T10:00:00Z */

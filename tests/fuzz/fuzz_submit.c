@@ -3,7 +3,7 @@
 
 #include "db/run.h"
 #include "handlers/parse.h"
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 #include "service/verdict.h"
 
 static struct netpolicy egress;

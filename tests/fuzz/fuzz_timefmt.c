@@ -3,7 +3,7 @@
  * formatter on the first eight bytes read as a number of milliseconds. */
 #include "tests/fuzz/fuzz.h"
 
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 
 #define MIN_MS (-62167219200000LL)   /* 0000-01-01T00:00:00.000Z */
 #define MAX_MS (253402300799999LL)   /* 9999-12-31T23:59:59.999Z */

@@ -2,7 +2,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #include "handlers/parse.h"
-#include "service/sig.h"
+#include "base/sig.h"
 
 static struct netpolicy egress;
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/canon.h"
-#include "service/ids.h"
+#include "base/canon.h"
+#include "base/ids.h"
 
 static json_t *parse(const char *text)
 {

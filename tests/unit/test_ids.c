@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/ids.h"
+#include "base/ids.h"
 
 #define ULID_THREADS 4
 #define ULID_PER_THREAD 5000

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "service/netpolicy.h"
+#include "base/netpolicy.h"
 
 static bool allowed(const struct netpolicy *p, const char *ip)
 {

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "service/sig.h"
+#include "base/sig.h"
 
 #define VECTOR_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 #define VECTOR_ID "msg_p5jXN8AQM9LWM0D4loKWxJek"

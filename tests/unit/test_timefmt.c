@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 
 static void test_rfc3339_format_table(void **state)
 {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/canon.h"
-#include "service/ids.h"
+#include "base/canon.h"
+#include "base/ids.h"
 #include "service/verdict.h"
 
 #define NOW_MS 1445412450000LL /* 30 s before Wed, 21 Oct 2015 07:28:00 GMT */

@@ -1,5 +1,5 @@
 /* err: the error currency, and the one table from codes to wire names and HTTP statuses. */
-#include "service/err.h"
+#include "base/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

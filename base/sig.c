@@ -1,5 +1,5 @@
 /* sig: Standard Webhooks signing, secret checks, memo tokens, constant-time compare, base64. */
-#include "service/sig.h"
+#include "base/sig.h"
 
 #include <inttypes.h>
 #include <openssl/crypto.h>

@@ -1,5 +1,5 @@
 /* netpolicy: CIDR allow/deny lists and the always-refused addresses for webhook calls. */
-#include "service/netpolicy.h"
+#include "base/netpolicy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

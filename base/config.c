@@ -1,5 +1,5 @@
 /* config: HOOKFLOW_* environment variables, parsed and validated once at start-up. */
-#include "service/config.h"
+#include "base/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/log.h"
+#include "base/log.h"
 
 static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t hi, int64_t *out,
 			     struct err *e)

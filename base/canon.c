@@ -4,7 +4,7 @@
  * jansson writes reals with a fixed precision and keeps 1.0 distinct from 1,
  * and neither is something we want the stored input hashes to depend on. It
  * writes into a growing buffer; the only failure is running out of memory. */
-#include "service/canon.h"
+#include "base/canon.h"
 
 #include <math.h>
 #include <openssl/evp.h>

@@ -1,5 +1,5 @@
 /* strbuf: growable byte buffer. */
-#include "service/strbuf.h"
+#include "base/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -18,14 +18,15 @@
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/migrate.h"
-#include "service/config.h"
+#include "handlers/routes.h"
+#include "base/config.h"
 #include "service/dispatcher.h"
 #include "service/http.h"
-#include "service/ids.h"
+#include "base/ids.h"
 #include "service/listener.h"
-#include "service/log.h"
+#include "base/log.h"
 #include "service/submitter.h"
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 #include "service/waiters.h"
 
 #define STARTUP_DB_WAIT_MS 60000
@@ -145,7 +146,7 @@ static int serve(struct config *cfg)
 	};
 	struct http_server *srv = NULL;
 	if (dispatcher_start(d, &e) || listener_start(l, &e) || submitter_start(sub, &e) ||
-	    http_server_start(&app, &srv, &e)) {
+	    http_server_start(&app, routes, routes_count, &srv, &e)) {
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
 		return 1;
 	}

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "service/err.h"
+#include "base/err.h"
 
 #define IDS_MAX_RUN_ID 128
 #define IDS_MAX_NAME 128

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "service/err.h"
+#include "base/err.h"
 
 #define NETPOLICY_MAX_RULES 64
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/err.h"
+#include "base/err.h"
 
 #define SIG_HEADER_MAX 128
 #define SIG_TOKEN_LEN 43 /* base64url of 32 bytes, unpadded */

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "service/err.h"
-#include "service/netpolicy.h"
+#include "base/err.h"
+#include "base/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
 

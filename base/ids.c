@@ -1,5 +1,5 @@
 /* ids: identifier rules, UTF-8 validation, monotonic ULIDs and hex. */
-#include "service/ids.h"
+#include "base/ids.h"
 
 #include <openssl/rand.h>
 #include <pthread.h>

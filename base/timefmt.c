@@ -1,5 +1,5 @@
 /* timefmt: RFC 3339 millisecond timestamps, HTTP dates and the two clocks. */
-#include "service/timefmt.h"
+#include "base/timefmt.h"
 
 #include <string.h>
 #include <strings.h>

@@ -1,5 +1,5 @@
 /* log: line-oriented logging to stderr, text or JSON, one write per line. */
-#include "service/log.h"
+#include "base/log.h"
 
 #include <jansson.h>
 #include <stdarg.h>
