@@ -3,8 +3,13 @@
 #   make            build build/hookflow
 #   make run        build and serve (embedded PostgreSQL under .hookflow/ unless
 #                   HOOKFLOW_DATABASE_URL is set)
-#   make test       unit tests (ASan+UBSan) and integration tests (real Postgres,
-#                   real binary, real webhook servers)
+#   make check      the fast loop: static checks, unit tests (ASan+UBSan) and
+#                   integration tests (real Postgres, real binary, real webhook
+#                   servers); no Docker, no browser, no benchmark
+#   make test       the full suite that .ci/run calls: make check, then chaos,
+#                   ThreadSanitizer, valgrind, contract, dashboard, examples,
+#                   fuzz, Docker and bench smoke tests
+#   make format     rewrite the C sources to .clang-format
 #   make SANITIZE=address,undefined   build everything with sanitizers
 
 CC       ?= cc
@@ -32,7 +37,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+.PHONY: check lint format format-check layers examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -191,10 +196,30 @@ examples-test: all
 docker-smoke: all
 	@docker/smoke-test.sh
 
-test: deps
+# Static checks: formatting, the one-way layering of the folders.
+FORMAT_SRC := $(wildcard base/*.[ch] db/*.[ch] service/*.[ch] handlers/*.[ch] cmd/*.[ch] \
+                tests/unit/*.c tests/fuzz/*.[ch] tests/bench/*.c)
+
+format:
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC)
+	@echo "format-check: $(words $(FORMAT_SRC)) files match .clang-format"
+
+layers:
+	@scripts/check-layers.sh
+
+lint: format-check layers
+
+check: deps
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+
+test: deps
+	@$(MAKE) --no-print-directory check
 	@$(MAKE) --no-print-directory chaos-short
 	@$(MAKE) --no-print-directory tsan-test
 	@$(MAKE) --no-print-directory valgrind-test

@@ -23,8 +23,8 @@ static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t 
 	char *end = NULL;
 	long long n = strtoll(v, &end, 10);
 	if (errno != 0 || end == v || *end != '\0' || n < lo || n > hi)
-		return err_set(e, ERR_INVALID, "%s: must be an integer between %lld and %lld",
-			       name, (long long)lo, (long long)hi);
+		return err_set(e, ERR_INVALID, "%s: must be an integer between %lld and %lld", name,
+			       (long long)lo, (long long)hi);
 	*out = n;
 	return ERR_OK;
 }
@@ -67,7 +67,8 @@ static enum err_code parse_listen(struct config *c, const char *v, struct err *e
 	c->listen_port = (int)port;
 	unsigned char buf[16];
 	if (inet_pton(AF_INET, c->listen_host, buf) != 1 &&
-	    inet_pton(AF_INET6, c->listen_host, buf) != 1 && strcmp(c->listen_host, "localhost") != 0)
+	    inet_pton(AF_INET6, c->listen_host, buf) != 1 &&
+	    strcmp(c->listen_host, "localhost") != 0)
 		return err_set(e, ERR_INVALID,
 			       "HOOKFLOW_LISTEN: host must be an IP address or localhost");
 	return ERR_OK;
@@ -87,11 +88,13 @@ static enum err_code parse_tokens(struct config *c, const char *v, struct err *e
 			n--;
 		if (n > 0) {
 			if (c->ntokens == CONFIG_MAX_TOKENS)
-				return err_set(e, ERR_INVALID, "HOOKFLOW_API_TOKENS: at most %d tokens",
+				return err_set(e, ERR_INVALID,
+					       "HOOKFLOW_API_TOKENS: at most %d tokens",
 					       CONFIG_MAX_TOKENS);
 			if (n < 16)
 				return err_set(e, ERR_INVALID,
-					       "HOOKFLOW_API_TOKENS: each token needs at least 16 characters");
+					       "HOOKFLOW_API_TOKENS: each token needs at least 16 "
+					       "characters");
 			c->tokens[c->ntokens++] = strndup(p, n);
 		}
 		if (comma == NULL)
@@ -108,7 +111,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (v != NULL && *v != '\0')
 		c->database_url = strdup(v);
 	else if (need_db)
-		return err_set(e, ERR_INVALID, "HOOKFLOW_DATABASE_URL: required (a libpq connection string)");
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_DATABASE_URL: required (a libpq connection string)");
 
 	v = getenv("HOOKFLOW_LISTEN");
 	if (parse_listen(c, v && *v ? v : "127.0.0.1:8080", e))
@@ -121,7 +125,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	v = getenv("HOOKFLOW_PUBLIC_URL");
 	if (v != NULL && *v != '\0') {
 		if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
-			return err_set(e, ERR_INVALID, "HOOKFLOW_PUBLIC_URL: must start with http:// or https://");
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_PUBLIC_URL: must start with http:// or https://");
 		size_t l = strlen(v);
 		c->public_url = strndup(v, v[l - 1] == '/' ? l - 1 : l);
 	} else {
@@ -166,7 +171,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 	c->poll_ms = (int)n;
 
-	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"), e))
+	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"),
+			   e))
 		return e->code;
 
 	/* Test-only: lets the integration tests stop the process at a chosen
@@ -192,7 +198,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		else if (strcmp(v, "error") == 0)
 			c->log_level = LOG_ERROR;
 		else
-			return err_set(e, ERR_INVALID, "HOOKFLOW_LOG_LEVEL: must be debug, info, warn or error");
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_LOG_LEVEL: must be debug, info, warn or error");
 	}
 	v = getenv("HOOKFLOW_LOG_FORMAT");
 	if (v != NULL && *v != '\0') {

@@ -12,27 +12,27 @@
 #define CONFIG_MAX_TOKENS 64
 
 struct config {
-	char *database_url;       /* HOOKFLOW_DATABASE_URL (required) */
-	char *listen_host;        /* HOOKFLOW_LISTEN host part, default 127.0.0.1 */
-	int listen_port;          /* HOOKFLOW_LISTEN port part, default 8080 */
+	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
+	char *listen_host;               /* HOOKFLOW_LISTEN host part, default 127.0.0.1 */
+	int listen_port;                 /* HOOKFLOW_LISTEN port part, default 8080 */
 	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS, comma-separated */
 	int ntokens;
-	char *public_url;         /* HOOKFLOW_PUBLIC_URL, default http://<listen> */
-	int workers;              /* HOOKFLOW_WORKERS, default CPUs / 2, at least 1 */
-	int max_inflight;         /* HOOKFLOW_MAX_INFLIGHT, default 1024 (all workers) */
-	int lease_ms;             /* HOOKFLOW_LEASE_MS, default 30000 */
-	int64_t max_body_bytes;   /* HOOKFLOW_MAX_BODY_BYTES, default 1 MiB */
+	char *public_url;           /* HOOKFLOW_PUBLIC_URL, default http://<listen> */
+	int workers;                /* HOOKFLOW_WORKERS, default CPUs / 2, at least 1 */
+	int max_inflight;           /* HOOKFLOW_MAX_INFLIGHT, default 1024 (all workers) */
+	int lease_ms;               /* HOOKFLOW_LEASE_MS, default 30000 */
+	int64_t max_body_bytes;     /* HOOKFLOW_MAX_BODY_BYTES, default 1 MiB */
 	int64_t max_response_bytes; /* HOOKFLOW_MAX_RESPONSE_BYTES, default 1 MiB */
-	int64_t retention_ms;     /* HOOKFLOW_RETENTION_MS, default 0 (keep) */
-	int64_t dead_retention_ms; /* HOOKFLOW_DEAD_RETENTION_MS, default 7 days */
-	int log_level;            /* HOOKFLOW_LOG_LEVEL debug|info|warn|error */
-	bool log_json;            /* HOOKFLOW_LOG_FORMAT text|json */
-	int shutdown_grace_ms;    /* HOOKFLOW_SHUTDOWN_GRACE_MS, default 10000 */
-	int http_threads;         /* HOOKFLOW_HTTP_THREADS, default 4 */
-	int db_pool;              /* HOOKFLOW_DB_POOL, default 8 */
-	int poll_ms;              /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
-	struct netpolicy egress;  /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
-	char *test_fault;         /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
+	int64_t retention_ms;       /* HOOKFLOW_RETENTION_MS, default 0 (keep) */
+	int64_t dead_retention_ms;  /* HOOKFLOW_DEAD_RETENTION_MS, default 7 days */
+	int log_level;              /* HOOKFLOW_LOG_LEVEL debug|info|warn|error */
+	bool log_json;              /* HOOKFLOW_LOG_FORMAT text|json */
+	int shutdown_grace_ms;      /* HOOKFLOW_SHUTDOWN_GRACE_MS, default 10000 */
+	int http_threads;           /* HOOKFLOW_HTTP_THREADS, default 4 */
+	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
+	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
+	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
+	char *test_fault;           /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 
 /* Reads and validates the environment into `c` (zeroed by the caller). On a

@@ -92,8 +92,7 @@ enum err_code ids_check_run_id(const char *field, const char *s, size_t len, str
 	return check_charset(field, s, len, IDS_MAX_RUN_ID, "_-", "[A-Za-z0-9_-]", e);
 }
 
-enum err_code ids_check_workflow_name(const char *field, const char *s, size_t len,
-				      struct err *e)
+enum err_code ids_check_workflow_name(const char *field, const char *s, size_t len, struct err *e)
 {
 	return check_charset(field, s, len, IDS_MAX_NAME, "_.-", "[A-Za-z0-9_.-]", e);
 }
@@ -119,8 +118,7 @@ static uint64_t realtime_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (ts.tv_sec < 0)
 		return 0;
-	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000) &
-	       0xFFFFFFFFFFFFull;
+	return ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000) & 0xFFFFFFFFFFFFull;
 }
 
 /* Adds one to the 80-bit big-endian random part. Returns true when it wrapped

@@ -20,8 +20,7 @@
 enum err_code ids_check_run_id(const char *field, const char *s, size_t len, struct err *e);
 
 /* Checks a workflow name: 1..128 bytes of [A-Za-z0-9_.-]. Same error style. */
-enum err_code ids_check_workflow_name(const char *field, const char *s, size_t len,
-				      struct err *e);
+enum err_code ids_check_workflow_name(const char *field, const char *s, size_t len, struct err *e);
 
 /* Checks a correlation key or KV key: 1..512 bytes of valid UTF-8 without NUL.
  * Same error style. */

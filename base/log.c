@@ -22,10 +22,14 @@ void log_setup(enum log_level level, int json)
 static const char *level_name(enum log_level l)
 {
 	switch (l) {
-	case LOG_DEBUG: return "debug";
-	case LOG_INFO: return "info";
-	case LOG_WARN: return "warn";
-	default: return "error";
+	case LOG_DEBUG:
+		return "debug";
+	case LOG_INFO:
+		return "info";
+	case LOG_WARN:
+		return "warn";
+	default:
+		return "error";
 	}
 }
 
@@ -96,8 +100,8 @@ void log_msg(enum log_level level, const char *module, const char *msg, const ch
 		free(s);
 		json_decref(o);
 	} else {
-		n = snprintf(line, sizeof line, "%s %s %s %s%s%s\n", ts, level_name(level), module, msg,
-			     kv[0] ? " " : "", kv);
+		n = snprintf(line, sizeof line, "%s %s %s %s%s%s\n", ts, level_name(level), module,
+			     msg, kv[0] ? " " : "", kv);
 	}
 	if (n < 0)
 		return;

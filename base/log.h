@@ -13,8 +13,8 @@ void log_setup(enum log_level level, int json);
 /* Logs `msg` for `module` followed by `kv`, a printf-style list of
  * `key=value` pairs separated by spaces (may be NULL). Values containing
  * spaces must be quoted by the caller. */
-void log_msg(enum log_level level, const char *module, const char *msg,
-	     const char *kvfmt, ...) __attribute__((format(printf, 4, 5)));
+void log_msg(enum log_level level, const char *module, const char *msg, const char *kvfmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #define log_debug(mod, msg, ...) log_msg(LOG_DEBUG, mod, msg, __VA_ARGS__)
 #define log_info(mod, msg, ...) log_msg(LOG_INFO, mod, msg, __VA_ARGS__)

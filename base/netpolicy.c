@@ -10,11 +10,11 @@
 /* Refused whatever the configuration: link-local (which holds most cloud
  * metadata endpoints) and the metadata addresses outside it. */
 static const char *const always_denied[] = {
-	"169.254.0.0/16",   /* IPv4 link-local, 169.254.169.254 metadata */
-	"fe80::/10",        /* IPv6 link-local */
-	"fd00:ec2::254/128", /* AWS metadata over IPv6 */
+	"169.254.0.0/16",     /* IPv4 link-local, 169.254.169.254 metadata */
+	"fe80::/10",          /* IPv6 link-local */
+	"fd00:ec2::254/128",  /* AWS metadata over IPv6 */
 	"100.100.100.200/32", /* Alibaba Cloud metadata */
-	"0.0.0.0/8",        /* "this network": connects to the local host */
+	"0.0.0.0/8",          /* "this network": connects to the local host */
 	"::/128",
 };
 
@@ -53,7 +53,9 @@ static bool parse_one(const char *s, struct cidr *c)
 	int len = c->family == AF_INET ? 4 : 16;
 	for (int i = 0; i < len; i++) {
 		int keep = bits - i * 8;
-		unsigned char mask = keep >= 8 ? 0xff : keep <= 0 ? 0 : (unsigned char)(0xff << (8 - keep));
+		unsigned char mask = keep >= 8   ? 0xff
+				     : keep <= 0 ? 0
+						 : (unsigned char)(0xff << (8 - keep));
 		c->addr[i] &= mask;
 	}
 	return true;
@@ -77,12 +79,13 @@ enum err_code netpolicy_parse_list(const char *field, const char *list, struct c
 		char item[64];
 		size_t len = (size_t)(end - p);
 		if (len >= sizeof item || *n == NETPOLICY_MAX_RULES)
-			return err_set(e, ERR_INVALID, "%s: entry too long or too many entries", field);
+			return err_set(e, ERR_INVALID, "%s: entry too long or too many entries",
+				       field);
 		memcpy(item, p, len);
 		item[len] = '\0';
 		if (!parse_one(item, &out[*n]))
-			return err_set(e, ERR_INVALID, "%s: %.63s is not an IP address or CIDR block",
-				       field, item);
+			return err_set(e, ERR_INVALID,
+				       "%s: %.63s is not an IP address or CIDR block", field, item);
 		(*n)++;
 		p = end;
 	}

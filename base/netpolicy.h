@@ -16,16 +16,16 @@
 #define NETPOLICY_MAX_RULES 64
 
 struct cidr {
-	int family;              /* AF_INET or AF_INET6 */
-	unsigned char addr[16];  /* network address, masked */
+	int family;             /* AF_INET or AF_INET6 */
+	unsigned char addr[16]; /* network address, masked */
 	int bits;
 };
 
 struct netpolicy {
-	struct cidr fixed[8];    /* always refused */
+	struct cidr fixed[8]; /* always refused */
 	int nfixed;
 	struct cidr allow[NETPOLICY_MAX_RULES];
-	int nallow;              /* 0: everything not denied is allowed */
+	int nallow; /* 0: everything not denied is allowed */
 	struct cidr deny[NETPOLICY_MAX_RULES];
 	int ndeny;
 };

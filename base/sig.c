@@ -75,8 +75,7 @@ out:
 	return ok;
 }
 
-static void encode(const unsigned char *in, size_t len, char *out, const char *alphabet,
-		   bool pad)
+static void encode(const unsigned char *in, size_t len, char *out, const char *alphabet, bool pad)
 {
 	size_t o = 0, i = 0;
 

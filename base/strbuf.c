@@ -64,11 +64,21 @@ void strbuf_json_string(struct strbuf *b, const char *s)
 		strbuf_add(b, run, (size_t)(p - run));
 		char esc[8];
 		switch (ch) {
-		case '"': strbuf_add(b, "\\\"", 2); break;
-		case '\\': strbuf_add(b, "\\\\", 2); break;
-		case '\n': strbuf_add(b, "\\n", 2); break;
-		case '\r': strbuf_add(b, "\\r", 2); break;
-		case '\t': strbuf_add(b, "\\t", 2); break;
+		case '"':
+			strbuf_add(b, "\\\"", 2);
+			break;
+		case '\\':
+			strbuf_add(b, "\\\\", 2);
+			break;
+		case '\n':
+			strbuf_add(b, "\\n", 2);
+			break;
+		case '\r':
+			strbuf_add(b, "\\r", 2);
+			break;
+		case '\t':
+			strbuf_add(b, "\\t", 2);
+			break;
 		default:
 			snprintf(esc, sizeof esc, "\\u%04x", ch);
 			strbuf_add(b, esc, 6);

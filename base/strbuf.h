@@ -9,7 +9,7 @@ struct strbuf {
 	char *data; /* NUL-terminated when len > 0; owned */
 	size_t len;
 	size_t cap;
-	bool oom;   /* an allocation failed: contents are incomplete */
+	bool oom; /* an allocation failed: contents are incomplete */
 };
 
 /* Appends `n` bytes of `s`. */

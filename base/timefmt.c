@@ -179,8 +179,7 @@ static int match_name(const char **p, const char *const *names, int count)
 /* "HH:MM:SS" */
 static bool clock_time(const char **p, int *h, int *mi, int *s)
 {
-	return digits(p, 2, h) && lit(p, ":") && digits(p, 2, mi) && lit(p, ":") &&
-	       digits(p, 2, s);
+	return digits(p, 2, h) && lit(p, ":") && digits(p, 2, mi) && lit(p, ":") && digits(p, 2, s);
 }
 
 bool timefmt_parse_http_date(const char *s, int64_t *secs)

@@ -15,18 +15,18 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/config.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "base/timefmt.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/migrate.h"
 #include "handlers/routes.h"
-#include "base/config.h"
 #include "service/dispatcher.h"
 #include "service/http.h"
-#include "base/ids.h"
 #include "service/listener.h"
-#include "base/log.h"
 #include "service/submitter.h"
-#include "base/timefmt.h"
 #include "service/waiters.h"
 
 #define STARTUP_DB_WAIT_MS 60000
@@ -152,7 +152,8 @@ static int serve(struct config *cfg)
 	}
 	log_info("main", "hookflow serving",
 		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d", instance,
-		 cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers, cfg->max_inflight);
+		 cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
+		 cfg->max_inflight);
 
 	int sig = 0;
 	sigwait(&set, &sig);

@@ -21,8 +21,8 @@ static const struct db_stmt q_list = {
 	" ORDER BY d.created_at DESC, d.id DESC LIMIT $5",
 	5};
 static const struct db_stmt q_redrive = {"deadletter_redrive", "SELECT hf_redrive($1)", 1};
-static const struct db_stmt q_delete = {
-	"deadletter_delete", "DELETE FROM dead_letter WHERE id = $1 RETURNING 1", 1};
+static const struct db_stmt q_delete = {"deadletter_delete",
+					"DELETE FROM dead_letter WHERE id = $1 RETURNING 1", 1};
 
 enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
 				 int limit, const char *cursor, json_t **items, char **next,

@@ -5,8 +5,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 /* Dead letters, newest first, filtered by workflow and kind ("step" or
  * "callback"; NULL: any). */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/internal.h"
 #include "base/ids.h"
+#include "db/internal.h"
 
 static const struct db_stmt q_submit = {
 	"group_submit",
@@ -32,8 +32,8 @@ static const struct db_stmt q_members = {
 	" FROM group_member m LEFT JOIN run r ON r.run_id = m.run_id"
 	" WHERE m.group_id = $1 AND m.ord > $2 ORDER BY m.ord LIMIT $3",
 	3};
-static const struct db_stmt q_cancel = {
-	"group_cancel", "SELECT hf_cancel_many(NULL, NULL, $1, NULL, 1000000)", 1};
+static const struct db_stmt q_cancel = {"group_cancel",
+					"SELECT hf_cancel_many(NULL, NULL, $1, NULL, 1000000)", 1};
 static const struct db_stmt q_forget = {"group_forget", "SELECT hf_group_forget($1)", 1};
 
 enum err_code db_group_submit(struct db_conn *c, const char *group_id, const char *workflow,
@@ -46,7 +46,11 @@ enum err_code db_group_submit(struct db_conn *c, const char *group_id, const cha
 	char prio[16], att[16];
 	snprintf(prio, sizeof prio, "%d", priority);
 	snprintf(att, sizeof att, "%d", max_attempts);
-	const char *p[6] = {group_id, workflow, hash, members_json, priority >= 0 ? prio : NULL,
+	const char *p[6] = {group_id,
+			    workflow,
+			    hash,
+			    members_json,
+			    priority >= 0 ? prio : NULL,
 			    max_attempts >= 0 ? att : NULL};
 	PGresult *r = db_exec(c, &q_submit, p, e);
 	if (r == NULL)
@@ -82,12 +86,12 @@ enum err_code db_group_get(struct db_conn *c, const char *group_id, int limit, c
 		PQclear(r);
 		return err_set(e, ERR_NOT_FOUND, "group %s not found", group_id);
 	}
-	json_t *g = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "group_id", group_id,
-			      "workflow", PQgetvalue(r, 0, 0), "created_at", PQgetvalue(r, 0, 1),
-			      "total", (json_int_t)db_i64(r, 0, 2), "pending",
-			      (json_int_t)db_i64(r, 0, 3), "running", (json_int_t)db_i64(r, 0, 4),
-			      "succeeded", (json_int_t)db_i64(r, 0, 5), "failed",
-			      (json_int_t)db_i64(r, 0, 6), "cancelled", (json_int_t)db_i64(r, 0, 7));
+	json_t *g = json_pack(
+		"{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "group_id", group_id, "workflow",
+		PQgetvalue(r, 0, 0), "created_at", PQgetvalue(r, 0, 1), "total",
+		(json_int_t)db_i64(r, 0, 2), "pending", (json_int_t)db_i64(r, 0, 3), "running",
+		(json_int_t)db_i64(r, 0, 4), "succeeded", (json_int_t)db_i64(r, 0, 5), "failed",
+		(json_int_t)db_i64(r, 0, 6), "cancelled", (json_int_t)db_i64(r, 0, 7));
 	*done = db_i64(r, 0, 3) + db_i64(r, 0, 4) == 0;
 	PQclear(r);
 

@@ -5,8 +5,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 /* Submits group `group_id`: `members_json` is the JSON array hf_group_submit
  * takes; `manifest` the SHA-256 of the canonical member list. *created tells

@@ -18,17 +18,16 @@ static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
 	"jobs_settle_callbacks", "SELECT id, outcome FROM hf_settle_callbacks($1::jsonb)", 1};
-static const struct db_stmt q_store_outputs = {
-	"jobs_store_outputs", "SELECT hf_store_outputs($1::jsonb)", 1};
+static const struct db_stmt q_store_outputs = {"jobs_store_outputs",
+					       "SELECT hf_store_outputs($1::jsonb)", 1};
 static const struct db_stmt q_sweep = {"jobs_sweep", "SELECT hf_sweep($1, $2, $3)", 3};
 static const struct db_stmt q_renew = {
 	"jobs_renew", "SELECT kind, id, cancel_requested FROM hf_renew($1, $2)", 2};
 static const struct db_stmt q_promote = {"jobs_promote", "SELECT hf_promote($1)", 1};
-static const struct db_stmt q_next_due = {"jobs_next_due",
-						  "SELECT hf_next_due(), hf_ms(now())", 0};
+static const struct db_stmt q_next_due = {"jobs_next_due", "SELECT hf_next_due(), hf_ms(now())", 0};
 static const struct db_stmt q_reap = {"jobs_reap", "SELECT hf_reap($1, $2)", 2};
-static const struct db_stmt q_memo_key = {
-	"jobs_memo_key", "SELECT value FROM hf_meta WHERE key = 'memo_key'", 0};
+static const struct db_stmt q_memo_key = {"jobs_memo_key",
+					  "SELECT value FROM hf_meta WHERE key = 'memo_key'", 0};
 
 static char *dup_col(const PGresult *r, int row, int col)
 {
@@ -122,8 +121,8 @@ enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t
 	return ERR_OK;
 }
 
-enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items,
-			     int *lost, struct err *e)
+enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items, int *lost,
+			     struct err *e)
 {
 	if (lost)
 		*lost = 0;
@@ -219,8 +218,7 @@ enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, in
 	return ERR_OK;
 }
 
-enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n,
-			   struct err *e)
+enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n, struct err *e)
 {
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", limit);

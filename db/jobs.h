@@ -9,36 +9,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 
 /* One claimed job. Every string is owned (malloc'd) by the struct. */
 struct claimed_job {
 	enum job_kind kind;
-	char *id;             /* job id, sent as webhook-id */
+	char *id; /* job id, sent as webhook-id */
 	char *run_id;
 	char *workflow;
-	int step;             /* steps only */
-	int attempt;          /* 1-based attempt now being made */
+	int step;    /* steps only */
+	int attempt; /* 1-based attempt now being made */
 	int max_attempts;
 	int generation;
-	char *payload;        /* JSON text: the step payload, or the callback body */
-	char *headers;        /* JSON text (steps), NULL for callbacks */
-	char *signal;         /* JSON text or NULL */
-	char *group_id;       /* NULL unless a group member */
+	char *payload;  /* JSON text: the step payload, or the callback body */
+	char *headers;  /* JSON text (steps), NULL for callbacks */
+	char *signal;   /* JSON text or NULL */
+	char *group_id; /* NULL unless a group member */
 	char *group_key;
 	int64_t claim_token;
 	bool cancel_requested;
 	char *url;
 	int timeout_ms;
-	char *secret;         /* NULL: unsigned */
+	char *secret; /* NULL: unsigned */
 	int64_t backoff_base_ms;
 	int64_t backoff_max_ms;
 	bool replay;
-	int64_t now_ms;       /* the database's clock at claim time */
-	char *replayed;       /* replay record {"outcome", "age_ms"} (JSON text) or NULL */
+	int64_t now_ms; /* the database's clock at claim time */
+	char *replayed; /* replay record {"outcome", "age_ms"} (JSON text) or NULL */
 };
 
 /* Frees what `j` owns and zeroes it. */
@@ -60,8 +60,8 @@ enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t
  * transaction. `items` (borrowed) is the JSON array hf_settle_steps /
  * hf_settle_callbacks take. *lost (may be NULL) receives how many claims had
  * been lost (settled by nobody: someone else owns the job now). */
-enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items,
-			     int *lost, struct err *e);
+enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items, int *lost,
+			     struct err *e);
 
 /* Stores step-output replay records for claims still held. `items` is the JSON
  * array hf_store_outputs takes: [{"run_id", "claim_token", "outcome"}]. */
@@ -89,8 +89,7 @@ enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, in
 
 /* Reaps up to `limit` expired claims (owner NULL) or every claim of `owner`;
  * *n receives how many. */
-enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n,
-			   struct err *e);
+enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n, struct err *e);
 
 /* The key that signs memo delivery tokens (shared by every instance): copies
  * up to `cap` bytes into `out`, *len receives the length. */

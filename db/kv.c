@@ -21,7 +21,8 @@ static const struct db_stmt q_put = {
 	"kv_put",
 	"INSERT INTO kv AS k (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE"
 	" SET value = EXCLUDED.value, updated_at = now()"
-	" RETURNING jsonb_build_object('key', k.key, 'value', k.value, 'updated_at', hf_ts(k.updated_at))",
+	" RETURNING jsonb_build_object('key', k.key, 'value', k.value, 'updated_at', "
+	"hf_ts(k.updated_at))",
 	2};
 static const struct db_stmt q_delete = {"kv_delete", "DELETE FROM kv WHERE key = $1 RETURNING 1",
 					1};

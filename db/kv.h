@@ -5,8 +5,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 /* The item of `key` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struct err *e);

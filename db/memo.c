@@ -15,8 +15,8 @@ static const struct db_stmt q_put = {
 	" RETURNING 1",
 	4};
 static const struct db_stmt q_delete = {
-	"memo_delete",
-	"DELETE FROM memo WHERE run_id = $1 AND scope = $2 AND key = $3 RETURNING 1", 3};
+	"memo_delete", "DELETE FROM memo WHERE run_id = $1 AND scope = $2 AND key = $3 RETURNING 1",
+	3};
 
 enum err_code db_memo_get(struct db_conn *c, const char *run_id, int scope, const char *key,
 			  json_t **value, struct err *e)

@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 #define MEMO_RUN_SCOPE (-1)
 

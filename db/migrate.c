@@ -4,17 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "db/internal.h"
 #include "base/log.h"
+#include "db/internal.h"
 
 #define MIGRATE_LOCK "7243902001" /* pg_advisory_lock key of hookflow migrations */
 
-static const struct db_stmt q_applied = {
-	"migrate_applied", "SELECT 1 FROM schema_migrations WHERE version = $1", 1};
-static const struct db_stmt q_record = {
-	"migrate_record", "INSERT INTO schema_migrations (version) VALUES ($1)", 1};
-static const struct db_stmt q_latest = {
-	"migrate_latest", "SELECT max(version) FROM schema_migrations", 0};
+static const struct db_stmt q_applied = {"migrate_applied",
+					 "SELECT 1 FROM schema_migrations WHERE version = $1", 1};
+static const struct db_stmt q_record = {"migrate_record",
+					"INSERT INTO schema_migrations (version) VALUES ($1)", 1};
+static const struct db_stmt q_latest = {"migrate_latest",
+					"SELECT max(version) FROM schema_migrations", 0};
 
 static enum err_code run_sql(struct db_conn *c, const char *sql, struct err *e)
 {
@@ -32,8 +32,9 @@ enum err_code db_migrate(struct db_conn *c, int *applied, struct err *e)
 		*applied = 0;
 	if (run_sql(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK ")", e))
 		return e->code;
-	if (run_sql(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
-		       "version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+	if (run_sql(c,
+		    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+		    "version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
 		    e))
 		goto out;
 	for (int i = 0; i < db_migrations_count; i++) {
@@ -51,7 +52,8 @@ enum err_code db_migrate(struct db_conn *c, int *applied, struct err *e)
 		if (run_sql(c, db_migrations[i].sql, e)) {
 			struct err ignore = {0};
 			run_sql(c, "ROLLBACK", &ignore);
-			log_error("migrate", "migration failed", "version=%s error=\"%s\"", v, e->msg);
+			log_error("migrate", "migration failed", "version=%s error=\"%s\"", v,
+				  e->msg);
 			goto out;
 		}
 		r = db_exec(c, &q_record, params, e);

@@ -4,8 +4,8 @@
 #ifndef HOOKFLOW_DB_MIGRATE_H
 #define HOOKFLOW_DB_MIGRATE_H
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 struct db_migration {
 	const char *version; /* "0001_init" */

@@ -5,14 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/internal.h"
 #include "base/ids.h"
 #include "base/strbuf.h"
+#include "db/internal.h"
 
 static const struct db_stmt q_submit_many = {
-	"run_submit_many",
-	"SELECT outcome, run_json, rid, wf FROM hf_submit_many($1::jsonb)",
-	1};
+	"run_submit_many", "SELECT outcome, run_json, rid, wf FROM hf_submit_many($1::jsonb)", 1};
 static const struct db_stmt q_get = {
 	"run_get",
 	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
@@ -40,10 +38,10 @@ static const struct db_stmt q_list = {
 	"      OR (r.created_at = hf_from_us($6::bigint) AND r.run_id < $7))"
 	" ORDER BY r.created_at DESC, r.run_id DESC LIMIT $8",
 	8};
-static const struct db_stmt q_cancel = {"run_cancel",
-					"SELECT outcome, run FROM hf_cancel_run($1)", 1};
-static const struct db_stmt q_rerun = {
-	"run_rerun", "SELECT hf_rerun($1, $2::integer, $3::jsonb, $4::bytea)", 4};
+static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
+					1};
+static const struct db_stmt q_rerun = {"run_rerun",
+				       "SELECT hf_rerun($1, $2::integer, $3::jsonb, $4::bytea)", 4};
 static const struct db_stmt q_cancel_many = {
 	"run_cancel_many",
 	"SELECT hf_cancel_many($1, $2::text[], $3, $4::timestamptz, $5::integer)", 5};
@@ -114,7 +112,8 @@ enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
 		const char *outcome = PQgetvalue(r, i, 0);
 		memset(a, 0, sizeof *a);
 		if (strcmp(outcome, "workflow_not_found") == 0) {
-			err_set(&a->err, ERR_NOT_FOUND, "workflow: %s not found", PQgetvalue(r, i, 3));
+			err_set(&a->err, ERR_NOT_FOUND, "workflow: %s not found",
+				PQgetvalue(r, i, 3));
 		} else if (strcmp(outcome, "input_mismatch") == 0) {
 			err_set(&a->err, ERR_INPUT_MISMATCH,
 				"input: run %s was already submitted with a different input",
@@ -177,8 +176,8 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f, int lim
 	char us[24], lim[16];
 	snprintf(us, sizeof us, "%lld", (long long)after_us);
 	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p[8] = {f->workflow,      f->statuses,    f->group_id, f->created_after,
-			    f->created_before, after_id ? us : NULL, after_id, lim};
+	const char *p[8] = {f->workflow,       f->statuses,          f->group_id, f->created_after,
+			    f->created_before, after_id ? us : NULL, after_id,    lim};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after_id);
 	if (r == NULL)

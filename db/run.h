@@ -6,23 +6,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 /* A validated submission; every pointer borrowed. */
 struct run_submit {
 	const char *run_id;
 	const char *workflow;
-	const char *input_json;    /* JSON text of the input ("null" when absent) */
+	const char *input_json; /* JSON text of the input ("null" when absent) */
 	unsigned char input_hash[32];
-	const char *headers_json;  /* JSON object text */
-	int priority;              /* -1: the workflow's */
-	int max_attempts;          /* -1: the workflow's */
-	int64_t delay_ms;          /* -1: none */
-	const char *run_at;        /* RFC 3339, or NULL */
-	const char *callback_url;  /* NULL: the workflow's */
-	const char *kv_json;       /* validated effects JSON, or NULL */
-	const char *group_id;      /* NULL unless a group member */
+	const char *headers_json; /* JSON object text */
+	int priority;             /* -1: the workflow's */
+	int max_attempts;         /* -1: the workflow's */
+	int64_t delay_ms;         /* -1: none */
+	const char *run_at;       /* RFC 3339, or NULL */
+	const char *callback_url; /* NULL: the workflow's */
+	const char *kv_json;      /* validated effects JSON, or NULL */
+	const char *group_id;     /* NULL unless a group member */
 	const char *group_key;
 };
 

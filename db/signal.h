@@ -4,8 +4,8 @@
 
 #include <stdbool.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 enum signal_outcome { SIGNAL_DELIVERED = 1, SIGNAL_BUFFERED };
 

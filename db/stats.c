@@ -12,7 +12,8 @@ static const struct db_stmt q_stats = {
 	" UNION ALL SELECT 'callback', s.status,"
 	" (SELECT count(*) FROM callback c WHERE c.status = s.status)"
 	" FROM unnest(ARRAY['pending','scheduled','running']) AS s(status)"
-	" UNION ALL SELECT 'dead', k.kind, (SELECT count(*) FROM dead_letter d WHERE d.kind = k.kind)"
+	" UNION ALL SELECT 'dead', k.kind, (SELECT count(*) FROM dead_letter d WHERE d.kind = "
+	"k.kind)"
 	" FROM unnest(ARRAY['step','callback']) AS k(kind)",
 	0};
 
@@ -26,7 +27,8 @@ enum err_code db_stats_render(struct db_conn *c, struct strbuf *b, struct err *e
 		if (strcmp(PQgetvalue(r, i, 0), "run") == 0)
 			strbuf_printf(b, "hookflow_runs{status=\"%s\"} %s\n", PQgetvalue(r, i, 1),
 				      PQgetvalue(r, i, 2));
-	strbuf_puts(b, "# HELP hookflow_jobs Queued jobs by kind and state.\n# TYPE hookflow_jobs gauge\n");
+	strbuf_puts(b, "# HELP hookflow_jobs Queued jobs by kind and state.\n# TYPE hookflow_jobs "
+		       "gauge\n");
 	for (int i = 0; i < PQntuples(r); i++) {
 		const char *what = PQgetvalue(r, i, 0);
 		if (strcmp(what, "run") == 0)
@@ -40,8 +42,8 @@ enum err_code db_stats_render(struct db_conn *c, struct strbuf *b, struct err *e
 		       "# TYPE hookflow_dead_letters gauge\n");
 	for (int i = 0; i < PQntuples(r); i++)
 		if (strcmp(PQgetvalue(r, i, 0), "dead") == 0)
-			strbuf_printf(b, "hookflow_dead_letters{kind=\"%s\"} %s\n", PQgetvalue(r, i, 1),
-				      PQgetvalue(r, i, 2));
+			strbuf_printf(b, "hookflow_dead_letters{kind=\"%s\"} %s\n",
+				      PQgetvalue(r, i, 1), PQgetvalue(r, i, 2));
 	PQclear(r);
 	return ERR_OK;
 }

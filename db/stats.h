@@ -2,9 +2,9 @@
 #ifndef HOOKFLOW_DB_STATS_H
 #define HOOKFLOW_DB_STATS_H
 
-#include "db/db.h"
 #include "base/err.h"
 #include "base/strbuf.h"
+#include "db/db.h"
 
 /* Appends Prometheus gauges for active runs by status, callback jobs by state
  * and dead letters by kind to `b`. Only indexed, bounded counts: terminal runs

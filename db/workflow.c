@@ -12,7 +12,8 @@ static const struct db_stmt q_put = {
 	"INSERT INTO workflow AS w (name, url, callback_url, secret, timeout_ms, max_attempts,"
 	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = EXCLUDED.callback_url,"
+	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = "
+	"EXCLUDED.callback_url,"
 	" secret = EXCLUDED.secret, timeout_ms = EXCLUDED.timeout_ms,"
 	" max_attempts = EXCLUDED.max_attempts, priority = EXCLUDED.priority,"
 	" backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,"
@@ -40,8 +41,16 @@ enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, b
 	snprintf(base, sizeof base, "%lld", (long long)w->backoff_base_ms);
 	snprintf(max, sizeof max, "%lld", (long long)w->backoff_max_ms);
 	snprintf(conc, sizeof conc, "%d", w->max_concurrency);
-	const char *p[11] = {w->name, w->url,	  w->callback_url, w->secret, timeout,
-			     attempts, prio,	  base,		   max,	      conc,
+	const char *p[11] = {w->name,
+			     w->url,
+			     w->callback_url,
+			     w->secret,
+			     timeout,
+			     attempts,
+			     prio,
+			     base,
+			     max,
+			     conc,
 			     w->step_output_replay ? "true" : "false"};
 	PGresult *r = db_exec(c, &q_put, p, e);
 	if (r == NULL)

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db/db.h"
 #include "base/err.h"
+#include "db/db.h"
 
 /* A validated workflow definition; strings are borrowed. */
 struct workflow_def {

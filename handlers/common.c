@@ -3,14 +3,14 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <netinet/in.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/canon.h"
-#include "service/effects.h"
 #include "base/ids.h"
+#include "service/effects.h"
 
 #define MAX_HEADERS 64
 #define MAX_HEADER_NAME 256
@@ -60,7 +60,7 @@ enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct
 {
 	const char *key;
 	json_t *v;
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach ((json_t *)obj, key, v) {
 		bool ok = false;
 		for (int i = 0; allowed[i] != NULL; i++)
 			if (strcmp(allowed[i], key) == 0)
@@ -219,24 +219,22 @@ enum err_code hc_check_headers(const char *field, const json_t *h, struct err *e
 		return err_set(e, ERR_INVALID, "%s: at most %d entries", field, MAX_HEADERS);
 	const char *k;
 	json_t *v;
-	json_object_foreach((json_t *)h, k, v) {
+	json_object_foreach ((json_t *)h, k, v) {
 		char q[80];
 		ids_quote(k, strlen(k), q, sizeof q);
 		size_t kl = strlen(k);
 		if (kl == 0 || kl > MAX_HEADER_NAME)
-			return err_set(e, ERR_INVALID, "%s[%s]: name must be 1 to %d bytes", field, q,
-				       MAX_HEADER_NAME);
+			return err_set(e, ERR_INVALID, "%s[%s]: name must be 1 to %d bytes", field,
+				       q, MAX_HEADER_NAME);
 		if (strncmp(k, "workflow.", 9) == 0)
-			return err_set(e, ERR_INVALID,
-				       "%s[%s]: the workflow. prefix is reserved", field, q);
+			return err_set(e, ERR_INVALID, "%s[%s]: the workflow. prefix is reserved",
+				       field, q);
 		if (!json_is_string(v))
 			return err_set(e, ERR_INVALID, "%s[%s]: must be a string", field, q);
 		if (json_string_length(v) > MAX_HEADER_VALUE ||
 		    strlen(json_string_value(v)) != json_string_length(v))
-			return err_set(e, ERR_INVALID,
-				       "%s[%s]: at most %d bytes, without NUL", field, q,
-				       MAX_HEADER_VALUE);
+			return err_set(e, ERR_INVALID, "%s[%s]: at most %d bytes, without NUL",
+				       field, q, MAX_HEADER_VALUE);
 	}
 	return ERR_OK;
 }
-

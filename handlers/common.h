@@ -8,10 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db/db.h"
 #include "base/err.h"
-#include "service/http.h"
 #include "base/netpolicy.h"
+#include "db/db.h"
+#include "service/http.h"
 
 #define HC_DB_WAIT_MS 5000
 #define HC_MAX_URL 2048

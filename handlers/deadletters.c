@@ -2,10 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
 #include "db/deadletter.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
-#include "base/ids.h"
 
 static enum err_code dead_id(struct http_req *r, const char **id, struct err *e)
 {
@@ -50,7 +50,8 @@ void handle_deadletter_redrive(struct http_req *r)
 	const char *id, *kind = NULL;
 	if (dead_id(r, &id, &e) || hc_db(r, &c, &e) || db_deadletter_redrive(c, id, &kind, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", id, "kind", kind, "redriven", 1));
+	http_reply_json(r, 200,
+			json_pack("{s:s, s:s, s:b}", "id", id, "kind", kind, "redriven", 1));
 out:
 	hc_db_release(r, c);
 	if (e.code)

@@ -3,18 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/canon.h"
+#include "base/ids.h"
 #include "db/group.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "base/canon.h"
-#include "base/ids.h"
 
 #define MAX_MEMBERS 10000
 #define MAX_WAIT_MS 300000
 
-static const char *const group_keys[] = {"workflow", "members", "priority", "max_attempts",
-					 "headers", NULL};
+static const char *const group_keys[] = {"workflow",     "members", "priority",
+					 "max_attempts", "headers", NULL};
 static const char *const member_keys[] = {"key", "input", "headers", NULL};
 
 /* Builds the member list hf_group_submit takes, and the manifest hash over
@@ -25,7 +25,8 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 {
 	if (!json_is_array(members) || json_array_size(members) == 0 ||
 	    json_array_size(members) > MAX_MEMBERS) {
-		err_set(e, ERR_INVALID, "members: must be an array of 1 to %d members", MAX_MEMBERS);
+		err_set(e, ERR_INVALID, "members: must be an array of 1 to %d members",
+			MAX_MEMBERS);
 		return NULL;
 	}
 	json_t *out = json_array();
@@ -33,7 +34,7 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 	json_t *seen = json_object();
 	size_t i;
 	json_t *m;
-	json_array_foreach(members, i, m) {
+	json_array_foreach (members, i, m) {
 		char field[48];
 		snprintf(field, sizeof field, "members[%zu]", i);
 		if (!json_is_object(m)) {
@@ -96,11 +97,11 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 		canon_sha256(idsrc, glen + 1 + klen, rid);
 		free(idsrc);
 		ids_hex(rid, 32, rid_hex);
-		json_array_append_new(manifest_list, json_pack("{s:s, s:O, s:O}", "key", key, "input",
-							       input, "headers", merged));
-		json_array_append_new(out, json_pack("{s:s, s:s, s:O, s:s, s:o}", "key", key, "run_id",
-						     rid_hex, "input", input, "input_hash", ih_hex,
-						     "headers", merged));
+		json_array_append_new(manifest_list, json_pack("{s:s, s:O, s:O}", "key", key,
+							       "input", input, "headers", merged));
+		json_array_append_new(out, json_pack("{s:s, s:s, s:O, s:s, s:o}", "key", key,
+						     "run_id", rid_hex, "input", input,
+						     "input_hash", ih_hex, "headers", merged));
 	}
 	if (canon_json_sha256(manifest_list, manifest) != 0) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -220,7 +221,8 @@ void handle_group_get(struct http_req *r)
 		g = NULL;
 		free(next);
 		next = NULL;
-		if (hc_db(r, &c, &e) || db_group_get(c, group_id, limit, cursor, &g, &next, &done, &e))
+		if (hc_db(r, &c, &e) ||
+		    db_group_get(c, group_id, limit, cursor, &g, &next, &done, &e))
 			goto out;
 	}
 	http_reply_json(r, 200, g);

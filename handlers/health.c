@@ -1,13 +1,13 @@
 /* handlers/health: /healthz, /readyz, /metrics and /openapi.yaml. */
 #include <stdlib.h>
 
+#include "base/strbuf.h"
 #include "db/migrate.h"
 #include "db/stats.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "service/listener.h"
 #include "service/metrics.h"
-#include "base/strbuf.h"
 
 void handle_healthz(struct http_req *r)
 {
@@ -42,8 +42,9 @@ void handle_metrics(struct http_req *r)
 	if (hc_db(r, &c, &e) == ERR_OK)
 		db_stats_render(c, &b, &e);
 	hc_db_release(r, c);
-	strbuf_printf(&b, "# HELP hookflow_up Whether the database answered this scrape.\n"
-			  "# TYPE hookflow_up gauge\nhookflow_up %d\n",
+	strbuf_printf(&b,
+		      "# HELP hookflow_up Whether the database answered this scrape.\n"
+		      "# TYPE hookflow_up gauge\nhookflow_up %d\n",
 		      e.code == ERR_OK ? 1 : 0);
 	http_reply_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
 			 b.len);

@@ -2,11 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
 #include "db/kv.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "service/effects.h"
-#include "base/ids.h"
 
 /* Validates the key of the path; `writing` refuses the reserved prefix. */
 static enum err_code kv_key(struct http_req *r, bool writing, const char **key, struct err *e)

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
 #include "db/memo.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
-#include "base/ids.h"
 
 /* Reads the run id, scope and key from the path: a run-scope route has two
  * parameters (run, key), a step-scope route three (run, step, key). */
@@ -62,7 +62,8 @@ void handle_memo_put(struct http_req *r)
 	if (memo_path(r, &run_id, &scope, &key, &e) || hc_value_body(r, &value, &e) ||
 	    hc_db(r, &c, &e) || db_memo_put(c, run_id, scope, key, value, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o}", "value", json_loads(value, JSON_DECODE_ANY, NULL)));
+	http_reply_json(r, 200,
+			json_pack("{s:o}", "value", json_loads(value, JSON_DECODE_ANY, NULL)));
 out:
 	free(value);
 	hc_db_release(r, c);

@@ -17,12 +17,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db/run.h"
-#include "db/workflow.h"
 #include "base/err.h"
 #include "base/ids.h"
 #include "base/netpolicy.h"
 #include "base/strbuf.h"
+#include "db/run.h"
+#include "db/workflow.h"
 
 /* ---- POST /v1/runs (runs.c) ---------------------------------------------- */
 

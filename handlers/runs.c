@@ -3,26 +3,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/canon.h"
+#include "base/ids.h"
+#include "base/strbuf.h"
+#include "base/timefmt.h"
 #include "db/run.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "base/canon.h"
 #include "service/effects.h"
-#include "base/ids.h"
-#include "base/strbuf.h"
 #include "service/submitter.h"
-#include "base/timefmt.h"
 #include "service/verdict.h"
 
 #define MAX_WAIT_MS 300000
 
-static const char *const submit_keys[] = {
-	"workflow", "run_id", "input", "headers", "priority", "max_attempts", "delay_ms",
-	"run_at", "callback_url", "kv", NULL};
+static const char *const submit_keys[] = {"workflow",     "run_id",       "input",    "headers",
+					  "priority",     "max_attempts", "delay_ms", "run_at",
+					  "callback_url", "kv",           NULL};
 
-static const char *const statuses[] = {"pending", "scheduled", "waiting", "running",
-				       "cancelling", "succeeded", "failed", "cancelled", NULL};
+static const char *const statuses[] = {"pending", "scheduled",  "waiting",
+				       "running", "cancelling", "succeeded",
+				       "failed",  "cancelled",  NULL};
 
 enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egress,
 				struct run_submit *out, struct run_submit_buf *buf, struct err *e)
@@ -146,7 +147,8 @@ void handle_run_submit(struct http_req *r)
 		struct run_submit_buf buf = {0};
 		char *item = NULL;
 		if (http_req_json(r, &body, &e) == ERR_OK &&
-		    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) == ERR_OK &&
+		    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) ==
+			    ERR_OK &&
 		    (item = db_run_submit_item(&s)) == NULL)
 			err_set(&e, ERR_INTERNAL, "out of memory");
 		runs_submit_buf_cleanup(&buf);
@@ -201,8 +203,9 @@ void handle_run_get(struct http_req *r)
 	const char *id;
 	int64_t wait_ms;
 	bool terminal = false;
-	if (path_run_id(r, &id, &e) || hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) ||
-	    hc_db(r, &c, &e) || db_run_get(c, id, &run, &terminal, &e))
+	if (path_run_id(r, &id, &e) ||
+	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
+	    db_run_get(c, id, &run, &terminal, &e))
 		goto out;
 	if (!terminal && wait_ms > 0 && http_longpoll_state(r) == HTTP_LP_NONE) {
 		/* Arm first, then read again: a termination committed in between
@@ -261,9 +264,10 @@ enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err
 			if (strlen(statuses[i]) == n && strncmp(statuses[i], p, n) == 0)
 				ok = true;
 		if (!ok)
-			return err_set(e, ERR_INVALID,
-				       "status: each value must be one of pending, scheduled, waiting, "
-				       "running, cancelling, succeeded, failed, cancelled");
+			return err_set(
+				e, ERR_INVALID,
+				"status: each value must be one of pending, scheduled, waiting, "
+				"running, cancelling, succeeded, failed, cancelled");
 		if (!first)
 			strbuf_puts(out, ",");
 		strbuf_add(out, p, n);
@@ -295,7 +299,8 @@ void handle_run_list(struct http_req *r)
 	const char *status = http_req_query(r, "status");
 	if (hc_paging(r, &limit, &cursor, &e))
 		goto out;
-	if (f.workflow != NULL && ids_check_workflow_name("workflow", f.workflow, strlen(f.workflow), &e))
+	if (f.workflow != NULL &&
+	    ids_check_workflow_name("workflow", f.workflow, strlen(f.workflow), &e))
 		goto out;
 	if (f.group_id != NULL && ids_check_run_id("group_id", f.group_id, strlen(f.group_id), &e))
 		goto out;
@@ -394,7 +399,8 @@ out:
 enum err_code runs_parse_cancel_many(const json_t *body, struct run_cancel_filter *out,
 				     struct err *e)
 {
-	static const char *const keys[] = {"workflow", "status", "group_id", "created_before", NULL};
+	static const char *const keys[] = {"workflow", "status", "group_id", "created_before",
+					   NULL};
 	int64_t ms;
 	if (hc_only_keys(body, keys, e) ||
 	    hc_str(body, "workflow", IDS_MAX_NAME + 1, &out->workflow, e) ||
@@ -412,18 +418,20 @@ enum err_code runs_parse_cancel_many(const json_t *body, struct run_cancel_filte
 	json_t *sv = json_object_get(body, "status");
 	if (sv != NULL && !json_is_null(sv)) {
 		if (!json_is_array(sv) || json_array_size(sv) == 0)
-			return err_set(e, ERR_INVALID, "status: must be a non-empty array of statuses");
+			return err_set(e, ERR_INVALID,
+				       "status: must be a non-empty array of statuses");
 		struct strbuf joined = {0};
 		size_t i;
 		json_t *x;
-		json_array_foreach(sv, i, x) {
+		json_array_foreach (sv, i, x) {
 			if (!json_is_string(x)) {
 				strbuf_cleanup(&joined);
 				return err_set(e, ERR_INVALID, "status[%zu]: must be a string", i);
 			}
 			if (strchr(json_string_value(x), ',') != NULL) {
 				strbuf_cleanup(&joined);
-				return err_set(e, ERR_INVALID, "status[%zu]: must be one status", i);
+				return err_set(e, ERR_INVALID, "status[%zu]: must be one status",
+					       i);
 			}
 			if (i > 0)
 				strbuf_puts(&joined, ",");
@@ -437,8 +445,9 @@ enum err_code runs_parse_cancel_many(const json_t *body, struct run_cancel_filte
 	}
 	if (out->workflow == NULL && out->group_id == NULL && out->created_before == NULL &&
 	    out->statuses.data == NULL)
-		return err_set(e, ERR_INVALID,
-			       "body: name at least one of workflow, status, group_id, created_before");
+		return err_set(
+			e, ERR_INVALID,
+			"body: name at least one of workflow, status, group_id, created_before");
 	return ERR_OK;
 }
 

@@ -2,11 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
 #include "db/signal.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "base/ids.h"
 
 enum err_code signals_parse_send(const json_t *body, char **payload, struct err *e)
 {
@@ -36,8 +36,9 @@ void handle_signal_send(struct http_req *r)
 	if (signals_parse_send(body, &payload, &e) || hc_db(r, &c, &e) ||
 	    db_signal_send(c, key, payload, &out, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:s}", "outcome",
-					  out == SIGNAL_DELIVERED ? "delivered" : "buffered"));
+	http_reply_json(
+		r, 200,
+		json_pack("{s:s}", "outcome", out == SIGNAL_DELIVERED ? "delivered" : "buffered"));
 out:
 	hc_db_release(r, c);
 	if (e.code)

@@ -3,16 +3,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ids.h"
+#include "base/sig.h"
 #include "db/workflow.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
-#include "base/ids.h"
-#include "base/sig.h"
 
-static const char *const workflow_keys[] = {
-	"url", "callback_url", "timeout_ms", "max_attempts", "priority", "retry_backoff",
-	"max_concurrency", "secret", "step_output_replay", "name", NULL};
+static const char *const workflow_keys[] = {"url",
+					    "callback_url",
+					    "timeout_ms",
+					    "max_attempts",
+					    "priority",
+					    "retry_backoff",
+					    "max_concurrency",
+					    "secret",
+					    "step_output_replay",
+					    "name",
+					    NULL};
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
 
 enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *egress,

@@ -36,12 +36,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db/jobs.h"
 #include "base/log.h"
-#include "service/metrics.h"
 #include "base/sig.h"
 #include "base/strbuf.h"
 #include "base/timefmt.h"
+#include "db/jobs.h"
+#include "service/metrics.h"
 #include "service/verdict.h"
 #include "service/webhook.h"
 
@@ -54,16 +54,16 @@ struct inflight {
 	struct webhook_call *call;
 	struct inflight *prev;
 	struct inflight *next;
-	uint64_t claim_seq;  /* the database thread's claim counter when claimed */
-	bool cancel_abort;   /* aborted because its run was cancelled */
-	bool lost;           /* claim lost: aborted, not settled */
-	bool shutdown;       /* aborted by a drain: released, not settled */
+	uint64_t claim_seq; /* the database thread's claim counter when claimed */
+	bool cancel_abort;  /* aborted because its run was cancelled */
+	bool lost;          /* claim lost: aborted, not settled */
+	bool shutdown;      /* aborted by a drain: released, not settled */
 };
 
 /* A renewal's answer, for the I/O thread: the claims still held. */
 struct renewal {
-	uint64_t claim_seq;  /* claims made up to this number were known to it */
-	json_t *held;        /* object "s:<run_id>" / "c:<id>" -> cancel_requested */
+	uint64_t claim_seq; /* claims made up to this number were known to it */
+	json_t *held;       /* object "s:<run_id>" / "c:<id>" -> cancel_requested */
 	struct renewal *next;
 };
 
@@ -86,12 +86,12 @@ struct worker {
 	pthread_t db_thread;
 	bool db_started;
 	struct db_conn *db;
-	uint64_t claims;        /* claim counter */
+	uint64_t claims; /* claim counter */
 	int64_t next_renew;
 	int64_t next_poll;
 	int64_t db_retry_at;
 	int64_t settle_retry_at;
-	json_t *steps_work;     /* settlements being committed */
+	json_t *steps_work; /* settlements being committed */
 	json_t *callbacks_work;
 	json_t *outputs_work;
 
@@ -101,14 +101,14 @@ struct worker {
 	struct inflight *to_io; /* claimed jobs for the I/O thread (a list) */
 	struct inflight *to_io_tail;
 	struct renewal *renewals;
-	json_t *steps_out;      /* settlement items for the database thread */
+	json_t *steps_out; /* settlement items for the database thread */
 	json_t *callbacks_out;
-	json_t *outputs_out;    /* replay records, stored before the settlements */
-	int outstanding;        /* jobs claimed and not yet completed */
+	json_t *outputs_out; /* replay records, stored before the settlements */
+	int outstanding;     /* jobs claimed and not yet completed */
 	bool want_claim;
 	bool stop;
 	int grace_ms;
-	bool io_done;           /* the I/O thread finished: nothing more will come */
+	bool io_done; /* the I/O thread finished: nothing more will come */
 	char **cancels;
 	int ncancels;
 	int capcancels;
@@ -261,8 +261,10 @@ static json_t *step_item(const struct inflight *f, const struct verdict *v, long
 			if (o->trigger == TRIGGER_AFTER)
 				json_object_set_new(it, "delay_ms", json_integer(o->delay_ms));
 			if (o->trigger == TRIGGER_SIGNAL) {
-				json_object_set_new(it, "wait_key", json_string(o->correlation_key));
-				json_object_set_new(it, "wait_timeout_ms", json_integer(o->timeout_ms));
+				json_object_set_new(it, "wait_key",
+						    json_string(o->correlation_key));
+				json_object_set_new(it, "wait_timeout_ms",
+						    json_integer(o->timeout_ms));
 			}
 			metrics_step_result(MR_CONTINUE);
 			break;
@@ -291,8 +293,8 @@ static json_t *step_item(const struct inflight *f, const struct verdict *v, long
 	json_object_set_new(it, "reason", json_string(v->error));
 	if (transient)
 		json_object_set_new(it, "retry_delay_ms",
-				    json_integer(verdict_retry_delay_ms(v, j->backoff_base_ms,
-									j->backoff_max_ms, j->attempt)));
+				    json_integer(verdict_retry_delay_ms(
+					    v, j->backoff_base_ms, j->backoff_max_ms, j->attempt)));
 	metrics_step_result(transient ? MR_TRANSIENT : MR_PERMANENT);
 	return it;
 }
@@ -314,8 +316,8 @@ static json_t *callback_item(const struct inflight *f, const struct verdict *v, 
 	json_object_set_new(it, "reason", json_string(v->error));
 	if (transient)
 		json_object_set_new(it, "retry_delay_ms",
-				    json_integer(verdict_retry_delay_ms(v, j->backoff_base_ms,
-									j->backoff_max_ms, j->attempt)));
+				    json_integer(verdict_retry_delay_ms(
+					    v, j->backoff_base_ms, j->backoff_max_ms, j->attempt)));
 	metrics_callback_result(transient ? MR_TRANSIENT : MR_PERMANENT);
 	return it;
 }
@@ -374,9 +376,10 @@ static void complete(struct worker *w, struct webhook_call *call, json_t *steps,
 		metrics_webhook_latency(ms);
 	unlink_inflight(w, f);
 	if (f->lost || f->shutdown) {
-		log_info("dispatcher", f->lost ? "call abandoned: claim lost" : "call interrupted by shutdown",
-			 "run_id=%s job_id=%s step=%d attempt=%d", f->job.run_id, f->job.id, f->job.step,
-			 f->job.attempt);
+		log_info("dispatcher",
+			 f->lost ? "call abandoned: claim lost" : "call interrupted by shutdown",
+			 "run_id=%s job_id=%s step=%d attempt=%d", f->job.run_id, f->job.id,
+			 f->job.step, f->job.attempt);
 		webhook_call_free(call);
 		free_inflight(f);
 		return;
@@ -389,18 +392,19 @@ static void complete(struct worker *w, struct webhook_call *call, json_t *steps,
 		item = step_item(f, &v, status);
 		json_array_append_new(steps, item);
 		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
-			json_array_append_new(outputs,
-					      json_pack("{s:s, s:I, s:o}", "run_id", f->job.run_id,
-							"claim_token", (json_int_t)f->job.claim_token,
-							"outcome", outcome_to_json(&v.outcome)));
+			json_array_append_new(
+				outputs, json_pack("{s:s, s:I, s:o}", "run_id", f->job.run_id,
+						   "claim_token", (json_int_t)f->job.claim_token,
+						   "outcome", outcome_to_json(&v.outcome)));
 	} else {
 		item = callback_item(f, &v, status);
 		json_array_append_new(callbacks, item);
 	}
 	log_debug("dispatcher", "call done",
-		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld result=%s",
-		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id, f->job.step,
-		  f->job.attempt, status, (long long)ms,
+		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld "
+		  "result=%s",
+		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
+		  f->job.step, f->job.attempt, status, (long long)ms,
 		  json_string_value(json_object_get(item, "result")));
 	verdict_cleanup(&v);
 	webhook_call_free(call);
@@ -412,7 +416,8 @@ static void complete(struct worker *w, struct webhook_call *call, json_t *steps,
 static void start_call(struct worker *w, struct inflight *f, json_t *steps, json_t *callbacks)
 {
 	struct claimed_job *j = &f->job;
-	char *body = j->kind == JOB_STEP ? step_body(w->d, j) : strdup(j->payload ? j->payload : "{}");
+	char *body =
+		j->kind == JOB_STEP ? step_body(w->d, j) : strdup(j->payload ? j->payload : "{}");
 	struct webhook_request req = {
 		.url = j->url,
 		.body = body ? body : "",
@@ -432,9 +437,11 @@ static void start_call(struct worker *w, struct inflight *f, json_t *steps, json
 	if (body == NULL || webhook_call_start(w->wc, &req, &f->call, &e)) {
 		unlink_inflight(w, f);
 		struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
-		snprintf(v.error, sizeof v.error, "call not started: %s", body ? e.msg : "out of memory");
+		snprintf(v.error, sizeof v.error, "call not started: %s",
+			 body ? e.msg : "out of memory");
 		json_array_append_new(j->kind == JOB_STEP ? steps : callbacks,
-				      j->kind == JOB_STEP ? step_item(f, &v, 0) : callback_item(f, &v, 0));
+				      j->kind == JOB_STEP ? step_item(f, &v, 0)
+							  : callback_item(f, &v, 0));
 		free_inflight(f);
 	} else if (j->kind == JOB_STEP) {
 		metrics_step_dispatched();
@@ -500,8 +507,8 @@ static void *io_main(void *arg)
 		if (stop && !draining) {
 			draining = true;
 			drain_deadline = now + grace_ms;
-			log_info("dispatcher", "draining", "worker=%d inflight=%d grace_ms=%d", w->index,
-				 w->ninflight, grace_ms);
+			log_info("dispatcher", "draining", "worker=%d inflight=%d grace_ms=%d",
+				 w->index, w->ninflight, grace_ms);
 		}
 		int dropped = 0;
 		while (fresh != NULL) {
@@ -514,9 +521,10 @@ static void *io_main(void *arg)
 				dropped++;
 				continue;
 			}
-			log_debug("dispatcher", "claimed", "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
-				  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-				  f->job.step, f->job.attempt);
+			log_debug("dispatcher", "claimed",
+				  "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
+				  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id,
+				  f->job.id, f->job.step, f->job.attempt);
 			start_call(w, f, steps, callbacks);
 		}
 		while (rn != NULL) {
@@ -532,8 +540,8 @@ static void *io_main(void *arg)
 				    strcmp(f->job.run_id, cancels[i]) == 0) {
 					f->cancel_abort = true;
 					log_info("dispatcher", "aborting call: run cancelled",
-						 "run_id=%s job_id=%s step=%d", f->job.run_id, f->job.id,
-						 f->job.step);
+						 "run_id=%s job_id=%s step=%d", f->job.run_id,
+						 f->job.id, f->job.step);
 					abort_call(w, f);
 				}
 			}
@@ -607,7 +615,8 @@ static bool ensure_db(struct worker *w)
 	struct err e = {0};
 	if (db_conn_open(w->d->cfg->database_url, &w->db, &e)) {
 		w->db_retry_at = now + DB_RETRY_MS;
-		log_warn("dispatcher", "database unavailable", "worker=%d error=\"%s\"", w->index, e.msg);
+		log_warn("dispatcher", "database unavailable", "worker=%d error=\"%s\"", w->index,
+			 e.msg);
 		return false;
 	}
 	return true;
@@ -632,14 +641,16 @@ static int settle_one_by_one(struct worker *w, enum job_kind kind, json_t *items
 	int lost = 0;
 	size_t i;
 	json_t *it;
-	json_array_foreach(items, i, it) {
+	json_array_foreach (items, i, it) {
 		json_t *one = json_array();
 		json_array_append(one, it);
 		struct err e = {0};
 		int l = 0;
 		if (db_jobs_settle(w->db, kind, one, &l, &e)) {
-			const char *id = json_string_value(json_object_get(it, kind == JOB_STEP ? "run_id" : "id"));
-			log_error("dispatcher", "settlement dropped; the job will be delivered again",
+			const char *id = json_string_value(
+				json_object_get(it, kind == JOB_STEP ? "run_id" : "id"));
+			log_error("dispatcher",
+				  "settlement dropped; the job will be delivered again",
 				  "worker=%d id=%s error=\"%s\"", w->index, id ? id : "?", e.msg);
 		}
 		lost += l;
@@ -673,7 +684,8 @@ static void renew(struct worker *w, bool any_outstanding)
 	rn->held = json_object();
 	struct err e = {0};
 	if (db_jobs_renew(w->db, w->owner, w->d->cfg->lease_ms, on_renewed, rn->held, &e)) {
-		log_warn("dispatcher", "lease renewal failed", "worker=%d error=\"%s\"", w->index, e.msg);
+		log_warn("dispatcher", "lease renewal failed", "worker=%d error=\"%s\"", w->index,
+			 e.msg);
 		w->next_renew = now + 1000;
 		lost_db(w, &e);
 		json_decref(rn->held);
@@ -710,14 +722,14 @@ static bool replay(struct worker *w, struct inflight *f, json_t *steps_out)
 		v.outcome.delay_ms = v.outcome.delay_ms > age ? v.outcome.delay_ms - age : 0;
 	if (v.outcome.trigger == TRIGGER_SIGNAL)
 		v.outcome.timeout_ms = v.outcome.timeout_ms > age ? v.outcome.timeout_ms - age : 0;
-	log_info("dispatcher", "replaying stored step outcome", "run_id=%s job_id=%s step=%d age_ms=%lld",
-		 f->job.run_id, f->job.id, f->job.step, (long long)age);
+	log_info("dispatcher", "replaying stored step outcome",
+		 "run_id=%s job_id=%s step=%d age_ms=%lld", f->job.run_id, f->job.id, f->job.step,
+		 (long long)age);
 	(void)w;
 	json_array_append_new(steps_out, step_item(f, &v, 0));
 	verdict_cleanup(&v);
 	return true;
 }
-
 
 /* Hands claimed jobs to the I/O thread; replays and claims after a cancel
  * are settled here without a call. Takes ownership of `jobs`. */
@@ -733,8 +745,8 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 		}
 		f->job = jobs[i];
 		f->claim_seq = ++w->claims;
-		if (f->job.kind == JOB_STEP && f->job.replayed != NULL && !f->job.cancel_requested &&
-		    replay(w, f, w->steps_work)) {
+		if (f->job.kind == JOB_STEP && f->job.replayed != NULL &&
+		    !f->job.cancel_requested && replay(w, f, w->steps_work)) {
 			free_inflight(f);
 			continue;
 		}
@@ -779,7 +791,8 @@ static void note_lost(struct worker *w, int lost)
 static bool work_pending(const struct worker *w)
 {
 	return json_array_size(w->steps_work) + json_array_size(w->callbacks_work) +
-		       json_array_size(w->outputs_work) > 0;
+		       json_array_size(w->outputs_work) >
+	       0;
 }
 
 /* One cycle in one transaction: commits the settlements taken from the
@@ -822,9 +835,12 @@ static bool cycle(struct worker *w, int room)
 					 w->d->cfg->lease_ms, &jobs, &n, &lost, &e);
 	json_decref(none);
 	if (rc == ERR_UNAVAILABLE) {
-		log_warn("dispatcher", "cycle failed, will retry", "worker=%d settlements=%zu error=\"%s\"",
-			 w->index, settling ? json_array_size(w->steps_work) +
-				   json_array_size(w->callbacks_work) : 0, e.msg);
+		log_warn("dispatcher", "cycle failed, will retry",
+			 "worker=%d settlements=%zu error=\"%s\"", w->index,
+			 settling ? json_array_size(w->steps_work) +
+					    json_array_size(w->callbacks_work)
+				  : 0,
+			 e.msg);
 		if (settling)
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
 		lost_db(w, &e);
@@ -944,7 +960,8 @@ static void *db_main(void *arg)
 			log_warn("dispatcher", "could not release claims", "worker=%d error=\"%s\"",
 				 w->index, e.msg);
 		else if (n > 0)
-			log_info("dispatcher", "released claims", "worker=%d count=%d", w->index, n);
+			log_info("dispatcher", "released claims", "worker=%d count=%d", w->index,
+				 n);
 	}
 	log_info("dispatcher", "worker stopped", "worker=%d", w->index);
 	return NULL;

@@ -91,8 +91,7 @@ static enum err_code check_delete(const json_t *del, const json_t *put, const ch
 	return ERR_OK;
 }
 
-enum err_code effects_parse(const json_t *kv, const char *field, struct effects *out,
-			    struct err *e)
+enum err_code effects_parse(const json_t *kv, const char *field, struct effects *out, struct err *e)
 {
 	char quoted[QUOTED_KEY_BYTES];
 	const char *k;

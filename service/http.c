@@ -20,10 +20,10 @@
 #include <strings.h>
 
 #include "base/ids.h"
-#include "service/listener.h"
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/timefmt.h"
+#include "service/listener.h"
 
 #define MAX_PATH_BYTES 4096
 #define MAX_REQUEST_ID 128
@@ -61,16 +61,16 @@ struct http_req {
 	bool too_large;
 	bool has_body;
 	bool replied;
-	bool early_reply; /* replied before reading the body */
-	struct err deferred;  /* an error answered once the body has been read */
-	size_t discarded;     /* body bytes read and dropped for a deferred error */
+	bool early_reply;    /* replied before reading the body */
+	struct err deferred; /* an error answered once the body has been read */
+	size_t discarded;    /* body bytes read and dropped for a deferred error */
 	struct longpoll *lp;
 	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
-	char **allocs; /* decoded query values, freed with the request */
+	char **allocs;         /* decoded query values, freed with the request */
 	int nallocs;
 	int64_t started_ms;
 	int status;
-	void *ctx;                 /* the handler's state between calls */
+	void *ctx; /* the handler's state between calls */
 	void (*ctx_free)(void *);
 };
 
@@ -232,8 +232,8 @@ void http_reply_error(struct http_req *r, const struct err *e)
 	} else {
 		snprintf(msg, sizeof msg, "%s", e->msg[0] ? e->msg : err_code_name(code));
 	}
-	json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", err_code_name(code), "message",
-				 msg);
+	json_t *body =
+		json_pack("{s:{s:s, s:s}}", "error", "code", err_code_name(code), "message", msg);
 	http_reply_json(r, status, body);
 }
 
@@ -254,10 +254,22 @@ void http_reply_empty(struct http_req *r, int status)
 
 /* ---- accessors ----------------------------------------------------------- */
 
-const struct app *http_req_app(const struct http_req *r) { return r->app; }
-const char *http_req_method(const struct http_req *r) { return r->method; }
-const char *http_req_id(const struct http_req *r) { return r->request_id; }
-bool http_req_has_body(const struct http_req *r) { return r->body_len > 0; }
+const struct app *http_req_app(const struct http_req *r)
+{
+	return r->app;
+}
+const char *http_req_method(const struct http_req *r)
+{
+	return r->method;
+}
+const char *http_req_id(const struct http_req *r)
+{
+	return r->request_id;
+}
+bool http_req_has_body(const struct http_req *r)
+{
+	return r->body_len > 0;
+}
 
 const char *http_req_param(const struct http_req *r, int i)
 {
@@ -297,8 +309,8 @@ enum err_code http_req_json(const struct http_req *r, json_t **out, struct err *
 	json_error_t je;
 	json_t *v = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
 	if (v == NULL)
-		return err_set(e, ERR_INVALID, "body: invalid JSON: %s (line %d, column %d)", je.text,
-			       je.line, je.column);
+		return err_set(e, ERR_INVALID, "body: invalid JSON: %s (line %d, column %d)",
+			       je.text, je.line, je.column);
 	if (!json_is_object(v)) {
 		json_decref(v);
 		return err_set(e, ERR_INVALID, "body: must be a JSON object");
@@ -359,8 +371,7 @@ void *http_async_arm(struct http_req *r)
 	return lp;
 }
 
-enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms,
-				struct err *e)
+enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms, struct err *e)
 {
 	int64_t now = timefmt_mono_ms();
 	if (r->wait_deadline == 0)
@@ -658,7 +669,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		r->method = method;
 		r->started_ms = timefmt_mono_ms();
-		const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+		const char *rid =
+			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
 		if (rid != NULL && valid_request_id(rid))
 			snprintf(r->request_id, sizeof r->request_id, "%s", rid);
 		else
@@ -742,7 +754,8 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 	memset(&ss, 0, sizeof ss);
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-	const char *host = strcmp(cfg->listen_host, "localhost") == 0 ? "127.0.0.1" : cfg->listen_host;
+	const char *host =
+		strcmp(cfg->listen_host, "localhost") == 0 ? "127.0.0.1" : cfg->listen_host;
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
@@ -757,26 +770,24 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: bad address %s", host);
 	}
 	s->daemon = MHD_start_daemon(
-		flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, s,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)20000,
+		flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+		(struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)20000,
 		/* The per-connection pool holds the request line and headers (bodies
 		 * are copied out as they arrive); libmicrohttpd zeroes it for every
 		 * request, so its size is paid per request: 32 KiB (its default)
 		 * admits request headers up to about 30 KiB (431 beyond). */
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_POOL_BYTES,
-		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-		MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-		MHD_OPTION_END);
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_UNESCAPE_CALLBACK,
+		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		free(s);
 		return err_set(e, ERR_UNAVAILABLE, "cannot listen on %s:%d", cfg->listen_host,
 			       cfg->listen_port);
 	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	const union MHD_DaemonInfo *info =
+		MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	log_info("http", "listening", "address=%s port=%u", cfg->listen_host,
 		 info ? (unsigned)info->port : (unsigned)cfg->listen_port);
 	*out = s;

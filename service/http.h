@@ -29,7 +29,7 @@ struct app {
 	struct dispatcher *dispatcher;
 	struct listener *listener;
 	struct submitter *submitter;
-	const char *openapi;     /* the OpenAPI document */
+	const char *openapi; /* the OpenAPI document */
 	size_t openapi_len;
 	const unsigned char *memo_key; /* signs delivery tokens */
 	size_t memo_key_len;

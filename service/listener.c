@@ -15,12 +15,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/log.h"
+#include "base/timefmt.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/listen.h"
-#include "base/log.h"
 #include "service/metrics.h"
-#include "base/timefmt.h"
 
 #define BATCH 1000
 #define RECONNECT_MS 1000
@@ -228,8 +228,9 @@ static void *listener_main(void *arg)
 		if (l->lis == NULL && reconnect_at < wake)
 			wake = reconnect_at;
 		int timeout = wake > now ? (int)(wake - now) : 0;
-		struct pollfd pf[2] = {{.fd = l->evfd, .events = POLLIN},
-				       {.fd = l->lis ? db_listen_fd(l->lis) : -1, .events = POLLIN}};
+		struct pollfd pf[2] = {
+			{.fd = l->evfd, .events = POLLIN},
+			{.fd = l->lis ? db_listen_fd(l->lis) : -1, .events = POLLIN}};
 		if (poll(pf, 2, timeout) > 0 && (pf[0].revents & POLLIN)) {
 			uint64_t v;
 			ssize_t r = read(l->evfd, &v, sizeof v);

@@ -11,15 +11,14 @@
 #include <stdint.h>
 
 #include "base/config.h"
-#include "service/dispatcher.h"
 #include "base/err.h"
+#include "service/dispatcher.h"
 #include "service/waiters.h"
 
 struct listener;
 
 /* All arguments borrowed; they must outlive the listener. */
-struct listener *listener_new(const struct config *cfg, struct dispatcher *d,
-			      struct waiters *ws);
+struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws);
 
 enum err_code listener_start(struct listener *l, struct err *e);
 

@@ -11,7 +11,8 @@ static atomic_llong inflight;
 static atomic_llong leases_expired;
 static atomic_llong claims_lost;
 
-static const int64_t buckets_ms[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+static const int64_t buckets_ms[] = {5,    10,   25,   50,    100,   250,  500,
+				     1000, 2500, 5000, 10000, 30000, 60000};
 #define NBUCKETS (sizeof buckets_ms / sizeof buckets_ms[0])
 static atomic_llong latency_buckets[NBUCKETS];
 static atomic_llong latency_count;
@@ -20,13 +21,34 @@ static atomic_llong latency_sum_ms;
 static const char *const result_names[MR__COUNT] = {
 	"continue", "succeed", "fail", "cancel", "transient_error", "permanent_error", "cancelled"};
 
-void metrics_step_dispatched(void) { atomic_fetch_add(&steps_dispatched, 1); }
-void metrics_callback_dispatched(void) { atomic_fetch_add(&callbacks_dispatched, 1); }
-void metrics_step_result(enum metrics_result r) { atomic_fetch_add(&step_results[r], 1); }
-void metrics_callback_result(enum metrics_result r) { atomic_fetch_add(&callback_results[r], 1); }
-void metrics_inflight_add(int delta) { atomic_fetch_add(&inflight, delta); }
-void metrics_leases_expired(int n) { atomic_fetch_add(&leases_expired, n); }
-void metrics_claims_lost(int n) { atomic_fetch_add(&claims_lost, n); }
+void metrics_step_dispatched(void)
+{
+	atomic_fetch_add(&steps_dispatched, 1);
+}
+void metrics_callback_dispatched(void)
+{
+	atomic_fetch_add(&callbacks_dispatched, 1);
+}
+void metrics_step_result(enum metrics_result r)
+{
+	atomic_fetch_add(&step_results[r], 1);
+}
+void metrics_callback_result(enum metrics_result r)
+{
+	atomic_fetch_add(&callback_results[r], 1);
+}
+void metrics_inflight_add(int delta)
+{
+	atomic_fetch_add(&inflight, delta);
+}
+void metrics_leases_expired(int n)
+{
+	atomic_fetch_add(&leases_expired, n);
+}
+void metrics_claims_lost(int n)
+{
+	atomic_fetch_add(&claims_lost, n);
+}
 
 void metrics_webhook_latency(int64_t ms)
 {
@@ -42,15 +64,18 @@ void metrics_render(struct strbuf *b)
 	strbuf_puts(b, "# HELP hookflow_steps_dispatched_total Step calls started.\n"
 		       "# TYPE hookflow_steps_dispatched_total counter\n");
 	strbuf_printf(b, "hookflow_steps_dispatched_total %lld\n", atomic_load(&steps_dispatched));
-	strbuf_puts(b, "# HELP hookflow_callbacks_dispatched_total Terminal callback calls started.\n"
-		       "# TYPE hookflow_callbacks_dispatched_total counter\n");
+	strbuf_puts(b,
+		    "# HELP hookflow_callbacks_dispatched_total Terminal callback calls started.\n"
+		    "# TYPE hookflow_callbacks_dispatched_total counter\n");
 	strbuf_printf(b, "hookflow_callbacks_dispatched_total %lld\n",
 		      atomic_load(&callbacks_dispatched));
-	strbuf_puts(b, "# HELP hookflow_step_results_total Settled step calls by outcome or error class.\n"
-		       "# TYPE hookflow_step_results_total counter\n");
+	strbuf_puts(
+		b,
+		"# HELP hookflow_step_results_total Settled step calls by outcome or error class.\n"
+		"# TYPE hookflow_step_results_total counter\n");
 	for (int i = 0; i < MR__COUNT; i++)
-		strbuf_printf(b, "hookflow_step_results_total{result=\"%s\"} %lld\n", result_names[i],
-			      atomic_load(&step_results[i]));
+		strbuf_printf(b, "hookflow_step_results_total{result=\"%s\"} %lld\n",
+			      result_names[i], atomic_load(&step_results[i]));
 	strbuf_puts(b, "# HELP hookflow_callback_results_total Settled callback calls by class.\n"
 		       "# TYPE hookflow_callback_results_total counter\n");
 	for (int i = 0; i < MR__COUNT; i++) {
@@ -69,14 +94,17 @@ void metrics_render(struct strbuf *b)
 		      atomic_load(&latency_count));
 	strbuf_printf(b, "hookflow_webhook_duration_seconds_sum %.3f\n",
 		      (double)atomic_load(&latency_sum_ms) / 1000.0);
-	strbuf_printf(b, "hookflow_webhook_duration_seconds_count %lld\n", atomic_load(&latency_count));
+	strbuf_printf(b, "hookflow_webhook_duration_seconds_count %lld\n",
+		      atomic_load(&latency_count));
 	strbuf_puts(b, "# HELP hookflow_inflight_calls Webhook calls in flight in this instance.\n"
 		       "# TYPE hookflow_inflight_calls gauge\n");
 	strbuf_printf(b, "hookflow_inflight_calls %lld\n", atomic_load(&inflight));
-	strbuf_puts(b, "# HELP hookflow_leases_expired_total Claims reaped after their lease expired.\n"
-		       "# TYPE hookflow_leases_expired_total counter\n");
+	strbuf_puts(
+		b, "# HELP hookflow_leases_expired_total Claims reaped after their lease expired.\n"
+		   "# TYPE hookflow_leases_expired_total counter\n");
 	strbuf_printf(b, "hookflow_leases_expired_total %lld\n", atomic_load(&leases_expired));
-	strbuf_puts(b, "# HELP hookflow_claims_lost_total Settlements refused because the claim was lost.\n"
+	strbuf_puts(b, "# HELP hookflow_claims_lost_total Settlements refused because the claim "
+		       "was lost.\n"
 		       "# TYPE hookflow_claims_lost_total counter\n");
 	strbuf_printf(b, "hookflow_claims_lost_total %lld\n", atomic_load(&claims_lost));
 }

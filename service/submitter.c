@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/db.h"
 #include "base/log.h"
+#include "db/db.h"
 
 #define MAX_BATCH 512
 
@@ -93,8 +93,8 @@ static void submit_batch(struct submitter *s, struct submit_job **jobs, int n)
 		for (int i = 0; i < n; i++)
 			fail(jobs[i], &e);
 	} else {
-		log_warn("submitter", "batch failed, submitting one by one", "runs=%d error=\"%s\"", n,
-			 e.msg);
+		log_warn("submitter", "batch failed, submitting one by one", "runs=%d error=\"%s\"",
+			 n, e.msg);
 		for (int i = 0; i < n; i++)
 			submit_batch(s, &jobs[i], 1);
 	}

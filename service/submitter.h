@@ -14,9 +14,9 @@
 
 #include <stdatomic.h>
 
-#include "db/run.h"
 #include "base/config.h"
 #include "base/err.h"
+#include "db/run.h"
 
 /* One queued submission, shared by the HTTP thread that made it and the
  * submitter thread that answers it; freed by whichever drops it last. */

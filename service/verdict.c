@@ -180,8 +180,7 @@ enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct e
 	}
 	name = json_string_value(o);
 	for (int kind = OUTCOME_CONTINUE; name != NULL && kind <= OUTCOME_CANCEL; kind++)
-		if (strcmp(name, kind_names[kind]) == 0 &&
-		    strlen(name) == json_string_length(o))
+		if (strcmp(name, kind_names[kind]) == 0 && strlen(name) == json_string_length(o))
 			out->kind = (enum outcome_kind)kind;
 	if (out->kind == 0) {
 		rc = err_set(e, ERR_INVALID,

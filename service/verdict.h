@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/effects.h"
 #include "base/err.h"
+#include "service/effects.h"
 
 #define VERDICT_ERROR_BODY_BYTES 200
 #define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */
@@ -23,14 +23,14 @@ enum trigger_kind { TRIGGER_NOW = 0, TRIGGER_AFTER, TRIGGER_SIGNAL };
 /* A validated step outcome. Every pointer is owned by the struct. */
 struct outcome {
 	enum outcome_kind kind;
-	json_t *payload;        /* continue: next step's payload (JSON null when absent) */
-	json_t *result;         /* succeed: the run's result (JSON null when absent) */
-	char *reason;           /* fail, cancel: malloc'd text */
+	json_t *payload; /* continue: next step's payload (JSON null when absent) */
+	json_t *result;  /* succeed: the run's result (JSON null when absent) */
+	char *reason;    /* fail, cancel: malloc'd text */
 	enum trigger_kind trigger;
-	int64_t delay_ms;       /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
-	char *correlation_key;  /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key */
-	int64_t timeout_ms;     /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS */
-	struct effects kv;      /* optional "kv" effects */
+	int64_t delay_ms;      /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
+	char *correlation_key; /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key */
+	int64_t timeout_ms;    /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS */
+	struct effects kv;     /* optional "kv" effects */
 };
 
 /* Parses and validates an outcome body (`body` of `len` bytes, borrowed, need
@@ -56,26 +56,26 @@ void outcome_cleanup(struct outcome *o);
 
 /* What the HTTP layer observed for one webhook call. All pointers borrowed. */
 struct call_result {
-	int transport_error;         /* 0 when a complete HTTP response arrived */
-	const char *transport_msg;   /* human text for a transport error ("Connection refused") */
-	bool timed_out;              /* the call hit its deadline */
-	int64_t timeout_ms;          /* the deadline used, for the message */
-	bool too_large;              /* the body exceeded the response cap */
-	int64_t max_response_bytes;  /* the cap, for the message */
-	long status;                 /* HTTP status when transport_error == 0 */
-	const char *body;            /* response body (possibly truncated copy) */
+	int transport_error;        /* 0 when a complete HTTP response arrived */
+	const char *transport_msg;  /* human text for a transport error ("Connection refused") */
+	bool timed_out;             /* the call hit its deadline */
+	int64_t timeout_ms;         /* the deadline used, for the message */
+	bool too_large;             /* the body exceeded the response cap */
+	int64_t max_response_bytes; /* the cap, for the message */
+	long status;                /* HTTP status when transport_error == 0 */
+	const char *body;           /* response body (possibly truncated copy) */
 	size_t body_len;
-	const char *retry_after;     /* raw Retry-After header value, or NULL */
-	const char *refused;         /* the address policy refused the connection: why */
+	const char *retry_after; /* raw Retry-After header value, or NULL */
+	const char *refused;     /* the address policy refused the connection: why */
 };
 
 enum verdict_kind { VERDICT_OK = 1, VERDICT_TRANSIENT, VERDICT_PERMANENT };
 
 struct verdict {
 	enum verdict_kind kind;
-	struct outcome outcome;  /* VERDICT_OK of a step call: the parsed outcome */
-	char error[512];         /* errors: the run's error text */
-	int64_t retry_after_ms;  /* transient with a usable Retry-After: the delay; else -1 */
+	struct outcome outcome; /* VERDICT_OK of a step call: the parsed outcome */
+	char error[512];        /* errors: the run's error text */
+	int64_t retry_after_ms; /* transient with a usable Retry-After: the delay; else -1 */
 };
 
 /* Classifies one call (SPEC section 5 table):

@@ -32,7 +32,7 @@ struct shard;
 
 struct webhook_call {
 	struct webhook_client *wc;
-	struct shard *shard;        /* whose multi holds the transfer, while in flight */
+	struct shard *shard; /* whose multi holds the transfer, while in flight */
 	CURL *easy;
 	struct curl_slist *hdrs;
 	char *body;
@@ -43,7 +43,7 @@ struct webhook_call {
 	bool too_large;
 	bool header_too_large;
 	size_t header_bytes;
-	char refused[160];         /* why the egress policy refused the address */
+	char refused[160]; /* why the egress policy refused the address */
 	char retry_after[128];
 	bool has_retry_after;
 	long status;
@@ -80,7 +80,7 @@ struct webhook_client {
 	int nshards;
 	int shards_cap;
 	int inflight;
-	struct shard **fds;    /* fds[fd]: the shard whose socket it is, or NULL */
+	struct shard **fds; /* fds[fd]: the shard whose socket it is, or NULL */
 	int nfds;
 	struct webhook_call *done_head;
 	struct webhook_call *done_tail;

@@ -37,8 +37,8 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/time.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,7 +59,7 @@ static int nconns = 64;
 static long input_bytes;
 static int timeout_s = 300;
 static int warmup = 5;
-static long due_ms = -1;  /* -D: every run due at submit start + due_ms */
+static long due_ms = -1; /* -D: every run due at submit start + due_ms */
 static int64_t start_us;
 static char *pad; /* input padding, input_bytes long */
 
@@ -103,14 +103,18 @@ static char *submit_request(const struct target *t, long i, size_t *len)
 	char delay[48] = "";
 	if (due_ms >= 0) {
 		int64_t left = due_ms - (mono_us() - start_us) / 1000;
-		snprintf(delay, sizeof delay, ",\"delay_ms\":%lld", (long long)(left > 0 ? left : 0));
+		snprintf(delay, sizeof delay, ",\"delay_ms\":%lld",
+			 (long long)(left > 0 ? left : 0));
 	}
 	int bl;
 	if (pad != NULL)
-		bl = snprintf(body, cap, "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"pad\":\"%s\"}}",
-			      workflow, prefix, i, delay, pad);
+		bl = snprintf(
+			body, cap,
+			"{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"pad\":\"%s\"}}",
+			workflow, prefix, i, delay, pad);
 	else
-		bl = snprintf(body, cap, "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"i\":%ld}}",
+		bl = snprintf(body, cap,
+			      "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"i\":%ld}}",
 			      workflow, prefix, i, delay, i);
 	char *req = malloc((size_t)bl + 256);
 	int n = snprintf(req, (size_t)bl + 256,
@@ -185,7 +189,8 @@ static int connect_to(const struct target *t, bool nonblock)
 		return -1;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (connect(fd, (const struct sockaddr *)&t->sa, sizeof t->sa) != 0 && errno != EINPROGRESS) {
+	if (connect(fd, (const struct sockaddr *)&t->sa, sizeof t->sa) != 0 &&
+	    errno != EINPROGRESS) {
 		close(fd);
 		return -1;
 	}
@@ -197,7 +202,7 @@ static int connect_to(const struct target *t, bool nonblock)
 struct conn {
 	int fd;
 	int target;
-	long run;         /* run being submitted, -1 when idle */
+	long run; /* run being submitted, -1 when idle */
 	char *req;
 	size_t req_len, req_off;
 	char *in;
@@ -320,8 +325,8 @@ static void conn_event(struct conn *c, uint32_t events)
 	} else {
 		failed++;
 		if (shown_errors++ < 5)
-			fprintf(stderr, "loadgen: run %s-%ld: HTTP %d: %.*s\n", prefix, c->run, status,
-				(int)(blen > 300 ? 300 : blen), body);
+			fprintf(stderr, "loadgen: run %s-%ld: HTTP %d: %.*s\n", prefix, c->run,
+				status, (int)(blen > 300 ? 300 : blen), body);
 	}
 	memmove(c->in, c->in + total, c->in_len - (size_t)total);
 	c->in_len -= (size_t)total;
@@ -363,7 +368,8 @@ static int cmd_submit(void)
 		cs[i].target = i % ntargets;
 		cs[i].run = -1;
 		if (!conn_open(&cs[i])) {
-			fprintf(stderr, "loadgen: cannot connect to %s\n", targets[cs[i].target].hostport);
+			fprintf(stderr, "loadgen: cannot connect to %s\n",
+				targets[cs[i].target].hostport);
 			return 1;
 		}
 		/* the first request goes out once connected */
@@ -382,7 +388,8 @@ static int cmd_submit(void)
 		for (int i = 0; i < nconns; i++)
 			active += cs[i].run >= 0;
 		if (mono_us() > deadline) {
-			fprintf(stderr, "loadgen: submissions did not finish within %d s\n", timeout_s);
+			fprintf(stderr, "loadgen: submissions did not finish within %d s\n",
+				timeout_s);
 			failed += nruns - accepted - resubmitted - failed;
 			break;
 		}
@@ -391,7 +398,8 @@ static int cmd_submit(void)
 	double submit_s = (double)(t1 - t0) / 1e6;
 	printf("runs=%ld\nconns=%d\naccepted=%ld\nresubmitted=%ld\nfailed=%ld\n", nruns, nconns,
 	       accepted, resubmitted, failed);
-	printf("submit_s=%.3f\nsubmit_rate=%.0f\n", submit_s, (double)(accepted + resubmitted) / submit_s);
+	printf("submit_s=%.3f\nsubmit_rate=%.0f\n", submit_s,
+	       (double)(accepted + resubmitted) / submit_s);
 	fflush(stdout);
 	if (conninfo == NULL)
 		return failed == 0 ? 0 : 1;
@@ -400,9 +408,10 @@ static int cmd_submit(void)
 	 * the partial index of active runs) every 100 ms. The end time comes from
 	 * the database, so the polling period does not matter. */
 	PGconn *pg = db_open();
-	PGresult *pr = PQprepare(pg, "active",
-				 "SELECT count(*) FROM run WHERE status NOT IN ('succeeded', 'failed', 'cancelled')",
-				 0, NULL);
+	PGresult *pr = PQprepare(
+		pg, "active",
+		"SELECT count(*) FROM run WHERE status NOT IN ('succeeded', 'failed', 'cancelled')",
+		0, NULL);
 	if (PQresultStatus(pr) != PGRES_COMMAND_OK) {
 		fprintf(stderr, "loadgen: prepare failed: %s", PQerrorMessage(pg));
 		return 1;
@@ -422,7 +431,8 @@ static int cmd_submit(void)
 			break;
 		int64_t now = mono_us();
 		if (now > deadline) {
-			fprintf(stderr, "loadgen: %lld runs still active after %d s\n", still, timeout_s);
+			fprintf(stderr, "loadgen: %lld runs still active after %d s\n", still,
+				timeout_s);
 			break;
 		}
 		if (now - last_report > 5000000) {
@@ -433,7 +443,8 @@ static int cmd_submit(void)
 		nanosleep(&ts, NULL);
 	}
 	int64_t seen = mono_us();
-	long long end_ms = db_int(pg, "SELECT (extract(epoch FROM max(finished_at)) * 1000)::bigint FROM run", 0);
+	long long end_ms = db_int(
+		pg, "SELECT (extract(epoch FROM max(finished_at)) * 1000)::bigint FROM run", 0);
 	long long total = db_int(pg, "SELECT count(*) FROM run", 0);
 	long long terminal = total - still;
 	long long succeeded = db_int(pg, "SELECT count(*) FROM run WHERE status = 'succeeded'", 0);
@@ -442,7 +453,8 @@ static int cmd_submit(void)
 	double done_s = (double)(end_ms - t0_wall) / 1000.0;
 	if (done_s <= 0)
 		done_s = (double)(seen - t0) / 1e6;
-	printf("terminal=%lld\nsucceeded=%lld\nstep_attempts=%lld\n", terminal, succeeded, attempts);
+	printf("terminal=%lld\nsucceeded=%lld\nstep_attempts=%lld\n", terminal, succeeded,
+	       attempts);
 	printf("done_s=%.3f\nseen_s=%.3f\nruns_per_s=%.0f\nsteps_per_s=%.0f\n", done_s,
 	       (double)(seen - t0) / 1e6, (double)terminal / done_s, (double)attempts / done_s);
 	if (due_ms >= 0) {
@@ -534,16 +546,17 @@ static int cmd_latency(void)
 		}
 		char get[512];
 		int gl = snprintf(get, sizeof get,
-				  "GET /v1/runs/%s-%ld?wait_ms=30000 HTTP/1.1\r\nHost: %s\r\n\r\n", prefix,
-				  id, t->hostport);
+				  "GET /v1/runs/%s-%ld?wait_ms=30000 HTTP/1.1\r\nHost: %s\r\n\r\n",
+				  prefix, id, t->hostport);
 		st = roundtrip(fd, get, (size_t)gl, &buf, &cap, &body, &blen);
 		int64_t t1 = mono_us();
 		const char *s = st == 200 ? memmem(body, blen, "\"status\"", 8) : NULL;
 		size_t rest = s ? blen - (size_t)(s - body) : 0;
-		bool ok = s != NULL && memmem(s, rest < 40 ? rest : 40, "\"succeeded\"", 11) != NULL;
+		bool ok =
+			s != NULL && memmem(s, rest < 40 ? rest : 40, "\"succeeded\"", 11) != NULL;
 		if (!ok) {
-			fprintf(stderr, "loadgen: run %s-%ld not succeeded: HTTP %d %.*s\n", prefix, id, st,
-				(int)(blen > 300 ? 300 : blen), body);
+			fprintf(stderr, "loadgen: run %s-%ld not succeeded: HTTP %d %.*s\n", prefix,
+				id, st, (int)(blen > 300 ? 300 : blen), body);
 			bad++;
 			continue;
 		}
@@ -556,7 +569,8 @@ static int cmd_latency(void)
 	double sum = 0;
 	for (long i = 0; i < n; i++)
 		sum += (double)lat[i];
-	printf("count=%ld\nfailed=%ld\np50_ms=%.2f\np90_ms=%.2f\np99_ms=%.2f\nmax_ms=%.2f\nmean_ms=%.2f\n",
+	printf("count=%ld\nfailed=%ld\np50_ms=%.2f\np90_ms=%.2f\np99_ms=%.2f\nmax_ms=%.2f\nmean_ms="
+	       "%.2f\n",
 	       n, bad, pct(lat, n, 0.50), pct(lat, n, 0.90), pct(lat, n, 0.99), pct(lat, n, 1.0),
 	       n ? sum / (double)n / 1000.0 : 0);
 	if (conninfo != NULL) {
@@ -570,8 +584,8 @@ static int cmd_latency(void)
 			 prefix, strlen(prefix) + 2, warmup);
 		PGresult *r = PQexec(pg, sql);
 		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-			printf("server_p50_ms=%.2f\nserver_p99_ms=%.2f\n", atof(PQgetvalue(r, 0, 0)),
-			       atof(PQgetvalue(r, 0, 1)));
+			printf("server_p50_ms=%.2f\nserver_p99_ms=%.2f\n",
+			       atof(PQgetvalue(r, 0, 0)), atof(PQgetvalue(r, 0, 1)));
 		else
 			fprintf(stderr, "loadgen: %s", PQerrorMessage(pg));
 		PQclear(r);
@@ -615,17 +629,38 @@ int main(int argc, char **argv)
 	int opt;
 	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:")) != -1) {
 		switch (opt) {
-		case 'u': parse_targets(optarg); break;
-		case 'w': workflow = optarg; break;
-		case 'n': nruns = atol(optarg); break;
-		case 'c': nconns = atoi(optarg); break;
-		case 'p': prefix = optarg; break;
-		case 'b': input_bytes = atol(optarg); break;
-		case 'd': conninfo = optarg; break;
-		case 'T': timeout_s = atoi(optarg); break;
-		case 'W': warmup = atoi(optarg); break;
-		case 'D': due_ms = atol(optarg); break;
-		default: die("unknown option");
+		case 'u':
+			parse_targets(optarg);
+			break;
+		case 'w':
+			workflow = optarg;
+			break;
+		case 'n':
+			nruns = atol(optarg);
+			break;
+		case 'c':
+			nconns = atoi(optarg);
+			break;
+		case 'p':
+			prefix = optarg;
+			break;
+		case 'b':
+			input_bytes = atol(optarg);
+			break;
+		case 'd':
+			conninfo = optarg;
+			break;
+		case 'T':
+			timeout_s = atoi(optarg);
+			break;
+		case 'W':
+			warmup = atoi(optarg);
+			break;
+		case 'D':
+			due_ms = atol(optarg);
+			break;
+		default:
+			die("unknown option");
 		}
 	}
 	if (ntargets == 0 || workflow == NULL || nruns < 1 || nconns < 1)

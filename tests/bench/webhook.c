@@ -56,12 +56,12 @@ struct conn {
 	size_t in_len, in_cap;
 	char *out;
 	size_t out_len, out_off, out_cap;
-	bool want_out;   /* EPOLLOUT registered */
+	bool want_out; /* EPOLLOUT registered */
 	bool close_after;
-	bool delayed;    /* an answer waits in the timer heap */
+	bool delayed; /* an answer waits in the timer heap */
 	int heap_idx;
 	int64_t due_ms;
-	char *pending;   /* the delayed answer */
+	char *pending; /* the delayed answer */
 	size_t pending_len;
 };
 
@@ -241,14 +241,15 @@ static bool flush_out(struct worker *w, struct conn *c)
 static char *build_response(int status, const char *ctype, const char *body, size_t blen,
 			    bool close_conn, size_t *len)
 {
-	const char *reason = status == 200 ? "OK" : status == 404 ? "Not Found"
-						 : status == 411 ? "Length Required"
-						 : status == 413 ? "Payload Too Large"
-								 : "Bad Request";
+	const char *reason = status == 200   ? "OK"
+			     : status == 404 ? "Not Found"
+			     : status == 411 ? "Length Required"
+			     : status == 413 ? "Payload Too Large"
+					     : "Bad Request";
 	char head[256];
 	int h = snprintf(head, sizeof head,
-			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status,
-			 reason, ctype, blen, close_conn ? "Connection: close\r\n" : "");
+			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n",
+			 status, reason, ctype, blen, close_conn ? "Connection: close\r\n" : "");
 	char *r = xrealloc(NULL, (size_t)h + blen);
 	memcpy(r, head, (size_t)h);
 	memcpy(r + h, body, blen);
@@ -335,8 +336,9 @@ static void answer_step(struct worker *w, struct conn *c, const char *target, si
 	const char *pl = find(body, blen, "\"payload\":");
 	const char *pe = pl ? json_value_end(pl + 10, end) : NULL;
 	if (s == NULL || pl == NULL || pe == NULL) {
-		static const char bad[] = "{\"error\":{\"message\":\"bench webhook: no step or payload\","
-					  "\"retryable\":false}}";
+		static const char bad[] =
+			"{\"error\":{\"message\":\"bench webhook: no step or payload\","
+			"\"retryable\":false}}";
 		reply(c, 400, "application/json", bad, sizeof bad - 1);
 		return;
 	}
@@ -376,8 +378,9 @@ static void answer_stats(struct conn *c)
 			 "{\"requests\":%ld,\"steps\":%ld,\"succeeded\":%ld,\"callbacks\":%ld,"
 			 "\"other\":%ld,\"conns\":%ld,\"conns_peak\":%ld,\"pending\":%ld,"
 			 "\"pending_peak\":%ld}",
-			 atomic_load(&st.requests), atomic_load(&st.steps), atomic_load(&st.succeeded),
-			 atomic_load(&st.callbacks), atomic_load(&st.other), atomic_load(&st.conns),
+			 atomic_load(&st.requests), atomic_load(&st.steps),
+			 atomic_load(&st.succeeded), atomic_load(&st.callbacks),
+			 atomic_load(&st.other), atomic_load(&st.conns),
 			 atomic_load(&st.conns_peak), atomic_load(&st.pending),
 			 atomic_load(&st.pending_peak));
 	reply(c, 200, "application/json", b, (size_t)n);
@@ -623,12 +626,21 @@ int main(int argc, char **argv)
 	int opt;
 	while ((opt = getopt(argc, argv, "a:p:t:f:")) != -1) {
 		switch (opt) {
-		case 'a': addr = optarg; break;
-		case 'p': port = atoi(optarg); break;
-		case 't': nthreads = atoi(optarg); break;
-		case 'f': portfile = optarg; break;
+		case 'a':
+			addr = optarg;
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 't':
+			nthreads = atoi(optarg);
+			break;
+		case 'f':
+			portfile = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: webhook [-a ADDR] [-p PORT] [-t THREADS] [-f PORTFILE]\n");
+			fprintf(stderr,
+				"usage: webhook [-a ADDR] [-p PORT] [-t THREADS] [-f PORTFILE]\n");
 			return 2;
 		}
 	}
@@ -690,7 +702,8 @@ int main(int argc, char **argv)
 	worker_main(&ws[0]);
 	for (int i = 1; i < nthreads; i++)
 		pthread_join(ws[i].th, NULL);
-	fprintf(stderr, "webhook: stopped; requests=%ld steps=%ld conns_peak=%ld pending_peak=%ld\n",
+	fprintf(stderr,
+		"webhook: stopped; requests=%ld steps=%ld conns_peak=%ld pending_peak=%ld\n",
 		atomic_load(&st.requests), atomic_load(&st.steps), atomic_load(&st.conns_peak),
 		atomic_load(&st.pending_peak));
 	return 0;

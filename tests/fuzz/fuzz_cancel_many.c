@@ -2,11 +2,12 @@
  * and the input as the status query of GET /v1/runs (runs_parse_statuses). */
 #include "tests/fuzz/fuzz.h"
 
-#include "handlers/parse.h"
 #include "base/timefmt.h"
+#include "handlers/parse.h"
 
-static const char *const statuses[] = {"pending", "scheduled", "waiting", "running",
-				       "cancelling", "succeeded", "failed", "cancelled", NULL};
+static const char *const statuses[] = {"pending", "scheduled",  "waiting",
+				       "running", "cancelling", "succeeded",
+				       "failed",  "cancelled",  NULL};
 
 /* A literal runs_parse_statuses accepted: "{a,b}" of known statuses. */
 static void check_literal(const char *lit)
@@ -51,9 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int64_t ms;
 		FUZZ_CHECK(f.workflow != NULL || f.group_id != NULL || f.created_before != NULL ||
 			   f.statuses.data != NULL);
-		FUZZ_CHECK(f.workflow == NULL || ids_check_workflow_name("w", f.workflow,
-									 strlen(f.workflow),
-									 NULL) == ERR_OK);
+		FUZZ_CHECK(f.workflow == NULL ||
+			   ids_check_workflow_name("w", f.workflow, strlen(f.workflow), NULL) ==
+				   ERR_OK);
 		FUZZ_CHECK(f.group_id == NULL ||
 			   ids_check_run_id("g", f.group_id, strlen(f.group_id), NULL) == ERR_OK);
 		FUZZ_CHECK(f.created_before == NULL ||

@@ -24,14 +24,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(fx.put == NULL || json_object_size(fx.put) > 0);
 		FUZZ_CHECK(fx.del == NULL || json_array_size(fx.del) > 0);
 		FUZZ_CHECK(effects_empty(&fx) == (fx.put == NULL && fx.del == NULL));
-		json_object_keylen_foreach(fx.put, k, klen, v) {
+		json_object_keylen_foreach(fx.put, k, klen, v)
+		{
 			FUZZ_CHECK(ids_check_key("k", k, klen, NULL) == ERR_OK);
 			FUZZ_CHECK(strncmp(k, EFFECTS_RESERVED_PREFIX, 9) != 0);
 			char *c = canon_json_dumps(v);
 			FUZZ_CHECK(c != NULL && strlen(c) <= EFFECTS_MAX_VALUE_BYTES);
 			free(c);
 		}
-		json_array_foreach(fx.del, i, v) {
+		json_array_foreach (fx.del, i, v) {
 			const char *s = json_string_value(v);
 			FUZZ_CHECK(s != NULL);
 			FUZZ_CHECK(ids_check_key("k", s, json_string_length(v), NULL) == ERR_OK);

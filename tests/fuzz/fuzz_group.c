@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(json_is_array(members) && json_array_size(members) > 0);
 		size_t i;
 		json_t *m;
-		json_array_foreach(members, i, m) {
+		json_array_foreach (members, i, m) {
 			const char *rid = json_string_value(json_object_get(m, "run_id"));
 			FUZZ_CHECK(json_is_string(json_object_get(m, "key")));
 			FUZZ_CHECK(rid != NULL && strlen(rid) == 64 &&

@@ -69,14 +69,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(ids_utf8_valid(s, size) == utf8);
 
 	struct err e = {0};
-	check(ids_check_run_id("run_id", s, size, &e),
-	      &e, size >= 1 && size <= IDS_MAX_RUN_ID && charset(data, size, "_-"));
+	check(ids_check_run_id("run_id", s, size, &e), &e,
+	      size >= 1 && size <= IDS_MAX_RUN_ID && charset(data, size, "_-"));
 	err_clear(&e);
-	check(ids_check_workflow_name("workflow", s, size, &e),
-	      &e, size >= 1 && size <= IDS_MAX_NAME && charset(data, size, "_.-"));
+	check(ids_check_workflow_name("workflow", s, size, &e), &e,
+	      size >= 1 && size <= IDS_MAX_NAME && charset(data, size, "_.-"));
 	err_clear(&e);
-	check(ids_check_key("correlation_key", s, size, &e),
-	      &e, size >= 1 && size <= IDS_MAX_KEY && memchr(data, 0, size) == NULL && utf8);
+	check(ids_check_key("correlation_key", s, size, &e), &e,
+	      size >= 1 && size <= IDS_MAX_KEY && memchr(data, 0, size) == NULL && utf8);
 
 	/* Quoted for a message: fits, stays valid UTF-8, keeps its quotes. */
 	const size_t caps[] = {8, 9, 12, 72, 80, 300};

@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		matched++;
 		FUZZ_CHECK(n == captures(routes[r].pattern));
 		for (int i = 0; i < n; i++)
-			FUZZ_CHECK(params[i] != NULL); /* possibly empty: the handler names the field */
+			FUZZ_CHECK(params[i] !=
+				   NULL); /* possibly empty: the handler names the field */
 		check_round_trip(routes[r].pattern, params, n, size);
 		for (int i = 0; i < n; i++)
 			free(params[i]);

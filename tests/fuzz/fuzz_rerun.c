@@ -1,8 +1,8 @@
 /* fuzz_rerun: POST /v1/runs/{id}/rerun bodies through runs_parse_rerun. */
 #include "tests/fuzz/fuzz.h"
 
-#include "handlers/parse.h"
 #include "base/canon.h"
+#include "handlers/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,9 +1,9 @@
 /* fuzz_submit: POST /v1/runs bodies through runs_parse_submit. */
 #include "tests/fuzz/fuzz.h"
 
+#include "base/timefmt.h"
 #include "db/run.h"
 #include "handlers/parse.h"
-#include "base/timefmt.h"
 #include "service/verdict.h"
 
 static struct netpolicy egress;

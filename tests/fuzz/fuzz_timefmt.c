@@ -5,8 +5,8 @@
 
 #include "base/timefmt.h"
 
-#define MIN_MS (-62167219200000LL)   /* 0000-01-01T00:00:00.000Z */
-#define MAX_MS (253402300799999LL)   /* 9999-12-31T23:59:59.999Z */
+#define MIN_MS (-62167219200000LL) /* 0000-01-01T00:00:00.000Z */
+#define MAX_MS (253402300799999LL) /* 9999-12-31T23:59:59.999Z */
 #define DAY_MS (86400000LL)
 
 /* A formatted time parses back to itself (after the clamp). */

@@ -1,8 +1,8 @@
 /* fuzz_workflow: PUT /v1/workflows/{name} bodies through workflows_parse_body. */
 #include "tests/fuzz/fuzz.h"
 
-#include "handlers/parse.h"
 #include "base/sig.h"
+#include "handlers/parse.h"
 
 static struct netpolicy egress;
 

@@ -1,9 +1,9 @@
 /* test_canon: canonical JSON text and the SHA-256 used to compare run inputs. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,14 +96,17 @@ static void test_dumps_table(void **state)
 		free(s);
 		json_decref(v);
 		if (strcmp(got, cases[i].want) != 0)
-			fail_msg("case %zu: %s gave %s, want %s", i, cases[i].in, got, cases[i].want);
+			fail_msg("case %zu: %s gave %s, want %s", i, cases[i].in, got,
+				 cases[i].want);
 	}
 }
 
 static void test_real_output_round_trips(void **state)
 {
-	static const double values[] = {0.1, 1.0 / 3, 2.0 / 3, 1e-7, 123456.789, 1e21,
-					3.141592653589793, 2.2250738585072014e-308, -7.5e-12};
+	static const double values[] = {
+		0.1,        1.0 / 3, 2.0 / 3,           1e-7,
+		123456.789, 1e21,    3.141592653589793, 2.2250738585072014e-308,
+		-7.5e-12};
 	(void)state;
 	for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
 		json_t *v = json_real(values[i]);
@@ -195,7 +198,8 @@ static void test_sha256_matches_known_digest(void **state)
 
 	canon_sha256("abc", 3, d);
 	ids_hex(d, 32, hex);
-	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(hex,
+			    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	/* The hash of a value is the hash of its canonical text. */
 	json_object_set_new(v, "b", json_integer(1));
 	json_object_set_new(v, "a", json_string("x"));

@@ -1,9 +1,9 @@
 /* test_effects: validation of the kv effects object. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +92,10 @@ static void test_invalid_kv_table(void **state)
 		{"{\"put\":null}", "kv.put: must be an object"},
 		{"{\"delete\":{}}", "kv.delete: must be an array of strings"},
 		{"{\"delete\":[\"a\",1]}", "kv.delete[1]: must be a string"},
-		{"{\"put\":{\"workflow/x\":1}}", "kv.put[\"workflow/x\"]: key prefix workflow/ is reserved"},
-		{"{\"put\":{\"workflow/\":1}}", "kv.put[\"workflow/\"]: key prefix workflow/ is reserved"},
+		{"{\"put\":{\"workflow/x\":1}}",
+		 "kv.put[\"workflow/x\"]: key prefix workflow/ is reserved"},
+		{"{\"put\":{\"workflow/\":1}}",
+		 "kv.put[\"workflow/\"]: key prefix workflow/ is reserved"},
 		{"{\"delete\":[\"ok\",\"workflow/runs/1\"]}",
 		 "kv.delete[1]: key prefix workflow/ is reserved"},
 		{"{\"put\":{\"\":1}}", "kv.put[\"\"]: must not be empty"},
@@ -126,7 +128,8 @@ static void test_field_name_prefixes_messages(void **state)
 	(void)state;
 
 	assert_int_equal(effects_parse(kv, "members[2].kv", &fx, &e), ERR_INVALID);
-	assert_string_equal(e.msg, "members[2].kv.put[\"workflow/x\"]: key prefix workflow/ is reserved");
+	assert_string_equal(e.msg,
+			    "members[2].kv.put[\"workflow/x\"]: key prefix workflow/ is reserved");
 	json_decref(kv);
 }
 

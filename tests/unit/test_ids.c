@@ -1,9 +1,9 @@
 /* test_ids: run id, workflow name and key rules, UTF-8 validation, ULIDs, hex, quoting. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,7 +39,8 @@ static void expect_invalid(enum err_code rc, const struct err *e, const char *ms
 
 static void test_run_id_accepts_allowed_chars(void **state)
 {
-	static const char *ok[] = {"a", "order-42", "ORDER_42", "01JDQ2ZK9X3V5B7N8M4P6R0T2W", "-_-"};
+	static const char *ok[] = {"a", "order-42", "ORDER_42", "01JDQ2ZK9X3V5B7N8M4P6R0T2W",
+				   "-_-"};
 	(void)state;
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
 		struct err e = {0};
@@ -80,7 +81,7 @@ static void test_run_id_rejects_chars_outside_set(void **state)
 		const char *s;
 		size_t len;
 	} bad[] = {
-		{"a.b", 3}, {"a b", 3}, {"a/b", 3}, {"a:b", 3}, {"caf\xc3\xa9", 5},
+		{"a.b", 3},  {"a b", 3}, {"a/b", 3}, {"a:b", 3}, {"caf\xc3\xa9", 5},
 		{"a\0b", 3}, {"a+b", 3}, {"%41", 3}, {"a\n", 2},
 	};
 	(void)state;
@@ -142,8 +143,12 @@ static void test_workflow_name_rules(void **state)
 
 static void test_key_accepts_utf8_and_punctuation(void **state)
 {
-	static const char *ok[] = {"payment:42", "app/orders/42", "caf\xc3\xa9",
-				   "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x98\x80 emoji", " "};
+	static const char *ok[] = {"payment:42",
+				   "app/orders/42",
+				   "caf\xc3\xa9",
+				   "\xe6\x97\xa5\xe6\x9c\xac",
+				   "\xf0\x9f\x98\x80 emoji",
+				   " "};
 	(void)state;
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
 		struct err e = {0};
@@ -169,8 +174,9 @@ static void test_key_length_limits(void **state)
 
 static void test_key_rejects_invalid_utf8(void **state)
 {
-	static const char *bad[] = {"\xff", "abc\xc3", "\xc0\xaf", "\xed\xa0\x80",
-				    "\xf4\x90\x80\x80", "\x80", "a\xe2\x82"};
+	static const char *bad[] = {"\xff",         "abc\xc3",          "\xc0\xaf",
+				    "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80",
+				    "a\xe2\x82"};
 	(void)state;
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		struct err e = {0};
@@ -198,29 +204,29 @@ static void test_utf8_validation_table(void **state)
 		{"", 0, true},
 		{"plain ascii", 11, true},
 		{"\x7f", 1, true},
-		{"\xc2\x80", 2, true},               /* U+0080 */
-		{"\xdf\xbf", 2, true},               /* U+07FF */
-		{"\xe0\xa0\x80", 3, true},           /* U+0800 */
-		{"\xed\x9f\xbf", 3, true},           /* U+D7FF */
-		{"\xee\x80\x80", 3, true},           /* U+E000 */
-		{"\xef\xbf\xbf", 3, true},           /* U+FFFF */
-		{"\xf0\x90\x80\x80", 4, true},       /* U+10000 */
-		{"\xf4\x8f\xbf\xbf", 4, true},       /* U+10FFFF */
-		{"\0", 1, true},                     /* NUL is UTF-8; keys reject it separately */
-		{"\x80", 1, false},                  /* lone continuation */
-		{"\xc0\x80", 2, false},              /* overlong NUL */
-		{"\xc1\xbf", 2, false},              /* overlong */
-		{"\xe0\x9f\xbf", 3, false},          /* overlong */
-		{"\xf0\x8f\xbf\xbf", 4, false},      /* overlong */
-		{"\xed\xa0\x80", 3, false},          /* surrogate U+D800 */
-		{"\xed\xbf\xbf", 3, false},          /* surrogate U+DFFF */
-		{"\xf4\x90\x80\x80", 4, false},      /* U+110000 */
+		{"\xc2\x80", 2, true},          /* U+0080 */
+		{"\xdf\xbf", 2, true},          /* U+07FF */
+		{"\xe0\xa0\x80", 3, true},      /* U+0800 */
+		{"\xed\x9f\xbf", 3, true},      /* U+D7FF */
+		{"\xee\x80\x80", 3, true},      /* U+E000 */
+		{"\xef\xbf\xbf", 3, true},      /* U+FFFF */
+		{"\xf0\x90\x80\x80", 4, true},  /* U+10000 */
+		{"\xf4\x8f\xbf\xbf", 4, true},  /* U+10FFFF */
+		{"\0", 1, true},                /* NUL is UTF-8; keys reject it separately */
+		{"\x80", 1, false},             /* lone continuation */
+		{"\xc0\x80", 2, false},         /* overlong NUL */
+		{"\xc1\xbf", 2, false},         /* overlong */
+		{"\xe0\x9f\xbf", 3, false},     /* overlong */
+		{"\xf0\x8f\xbf\xbf", 4, false}, /* overlong */
+		{"\xed\xa0\x80", 3, false},     /* surrogate U+D800 */
+		{"\xed\xbf\xbf", 3, false},     /* surrogate U+DFFF */
+		{"\xf4\x90\x80\x80", 4, false}, /* U+110000 */
 		{"\xf5\x80\x80\x80", 4, false},
 		{"\xff", 1, false},
-		{"\xc3", 1, false},                  /* truncated */
-		{"\xe2\x82", 2, false},              /* truncated */
-		{"\xf0\x9f\x98", 3, false},          /* truncated */
-		{"\xc3\x28", 2, false},              /* bad continuation */
+		{"\xc3", 1, false},         /* truncated */
+		{"\xe2\x82", 2, false},     /* truncated */
+		{"\xf0\x9f\x98", 3, false}, /* truncated */
+		{"\xc3\x28", 2, false},     /* bad continuation */
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -57,7 +57,8 @@ static void test_deny_list_refuses_its_blocks(void **state)
 	(void)state;
 	struct netpolicy p;
 	struct err e = {0};
-	assert_int_equal(netpolicy_init(&p, NULL, "10.0.0.0/8, 192.168.0.0/16,fd00::/8", &e), ERR_OK);
+	assert_int_equal(netpolicy_init(&p, NULL, "10.0.0.0/8, 192.168.0.0/16,fd00::/8", &e),
+			 ERR_OK);
 	assert_false(allowed(&p, "10.200.0.1"));
 	assert_false(allowed(&p, "192.168.1.1"));
 	assert_false(allowed(&p, "fd12::1"));

@@ -1,9 +1,9 @@
 /* test_sig: Standard Webhooks signatures, secrets, memo tokens, constant-time compare, base64. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <string.h>
 
@@ -73,7 +73,7 @@ static void test_secret_check_table(void **state)
 		{VECTOR_SECRET, NULL},
 		{"whsec_AAAAAAAAAAAAAAAAAAAAAA==", NULL}, /* 16 bytes */
 		{"whsec_AAAAAAAAAAAAAAAAAAAAAA", NULL},   /* padding optional */
-		{"whsec_" A84 "AA==", NULL}, /* 64 bytes */
+		{"whsec_" A84 "AA==", NULL},              /* 64 bytes */
 		{"", "secret: must start with whsec_"},
 		{"whsec", "secret: must start with whsec_"},
 		{"WHSEC_AAAAAAAAAAAAAAAAAAAAAA==", "secret: must start with whsec_"},
@@ -118,8 +118,9 @@ static void test_memo_token_is_deterministic_and_url_safe(void **state)
 	sig_memo_token(key, 32, "order-42", b);
 	assert_string_equal(a, b);
 	assert_int_equal(strlen(a), SIG_TOKEN_LEN);
-	assert_int_equal(strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
-			 SIG_TOKEN_LEN);
+	assert_int_equal(
+		strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+		SIG_TOKEN_LEN);
 	sig_memo_token(key, 32, "order-43", b);
 	assert_string_not_equal(a, b);
 	sig_memo_token(key, 31, "order-42", b);
@@ -176,8 +177,13 @@ static void test_base64_rfc4648_vectors(void **state)
 		const char *plain;
 		const char *b64;
 	} cases[] = {
-		{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},         {"foo", "Zm9v"},
-		{"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"},
+		{"", ""},
+		{"f", "Zg=="},
+		{"fo", "Zm8="},
+		{"foo", "Zm9v"},
+		{"foob", "Zm9vYg=="},
+		{"fooba", "Zm9vYmE="},
+		{"foobar", "Zm9vYmFy"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

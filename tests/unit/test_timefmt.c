@@ -1,9 +1,9 @@
 /* test_timefmt: RFC 3339 formatting and parsing, HTTP dates, clocks. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <string.h>
 #include <time.h>
@@ -69,19 +69,19 @@ static void test_rfc3339_parse_rejects_table(void **state)
 	static const char *bad[] = {
 		"",
 		"2026-12-02",
-		"2026-12-02T10:00:00",       /* no zone */
-		"2026-12-02 10:00:00Z",      /* space separator */
-		"2026-12-02T10:00Z",         /* no seconds */
-		"2026-13-02T10:00:00Z",      /* month */
+		"2026-12-02T10:00:00",  /* no zone */
+		"2026-12-02 10:00:00Z", /* space separator */
+		"2026-12-02T10:00Z",    /* no seconds */
+		"2026-13-02T10:00:00Z", /* month */
 		"2026-00-02T10:00:00Z",
-		"2026-02-29T10:00:00Z",      /* not a leap year */
+		"2026-02-29T10:00:00Z", /* not a leap year */
 		"2026-04-31T10:00:00Z",
 		"2026-12-00T10:00:00Z",
 		"2026-12-02T24:00:00Z",
 		"2026-12-02T10:60:00Z",
 		"2026-12-02T10:00:61Z",
-		"2026-12-02T10:00:00.Z",     /* empty fraction */
-		"2026-12-02T10:00:00+0100",  /* offset without colon */
+		"2026-12-02T10:00:00.Z",    /* empty fraction */
+		"2026-12-02T10:00:00+0100", /* offset without colon */
 		"2026-12-02T10:00:00+24:00",
 		"2026-12-02T10:00:00Zjunk",
 		"26-12-02T10:00:00Z",
@@ -143,11 +143,11 @@ static void test_http_date_rejects_garbage(void **state)
 		"",
 		"120",
 		"soon",
-		"Sun, 06 Nov 1994 08:49:37",        /* no GMT */
+		"Sun, 06 Nov 1994 08:49:37", /* no GMT */
 		"Sun, 06 Nov 1994 08:49:37 UTC",
-		"Sun, 6 Nov 1994 08:49:37 GMT",     /* one-digit day */
+		"Sun, 6 Nov 1994 08:49:37 GMT", /* one-digit day */
 		"Sun, 06 Foo 1994 08:49:37 GMT",
-		"Sun, 31 Nov 1994 08:49:37 GMT",    /* no such day */
+		"Sun, 31 Nov 1994 08:49:37 GMT", /* no such day */
 		"Sun, 06 Nov 1994 25:49:37 GMT",
 		"Xyz, 06 Nov 1994 08:49:37 GMT",
 		"Sun, 06 Nov 1994 08:49:37 GMT x",
