@@ -1,9 +1,10 @@
 /* test_canon: canonical JSON text and the SHA-256 used to compare run inputs. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>

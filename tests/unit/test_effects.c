@@ -1,9 +1,10 @@
 /* test_effects: validation of the kv effects object. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdlib.h>
 #include <string.h>

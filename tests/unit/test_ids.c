@@ -1,9 +1,10 @@
 /* test_ids: run id, workflow name and key rules, UTF-8 validation, ULIDs, hex, quoting. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
 /* test_sig: Standard Webhooks signatures, secrets, memo tokens, constant-time compare, base64. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <string.h>
 

@@ -1,9 +1,10 @@
 /* test_timefmt: RFC 3339 formatting and parsing, HTTP dates, clocks. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <string.h>
 #include <time.h>

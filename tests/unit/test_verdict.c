@@ -1,9 +1,10 @@
 /* test_verdict: status classes, error bodies, Retry-After, backoff and outcome bodies. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
