@@ -29,9 +29,10 @@ LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
 
 LIB_SRC  := $(wildcard base/*.c db/*.c service/*.c handlers/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o \
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o $(BUILD)/gen/engine.o \
             $(BUILD)/gen/openapi.o $(BUILD)/gen/dashboard.o
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
+ENGINE_SQL := $(sort $(wildcard db/engine/*.sql))
 MAIN_OBJ := $(BUILD)/cmd/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -54,9 +55,13 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/gen/migrations.c: $(MIGRATIONS) scripts/embed-migrations.sh
+$(BUILD)/gen/migrations.c: $(MIGRATIONS) scripts/embed-sql.sh
 	@mkdir -p $(dir $@)
-	scripts/embed-migrations.sh $(MIGRATIONS) > $@
+	$(Q)scripts/embed-sql.sh db_migrations $(MIGRATIONS) > $@
+
+$(BUILD)/gen/engine.c: $(ENGINE_SQL) scripts/embed-sql.sh
+	@mkdir -p $(dir $@)
+	$(Q)scripts/embed-sql.sh db_engine_files $(ENGINE_SQL) > $@
 
 $(BUILD)/gen/openapi.c: openapi/openapi.yaml scripts/embed-text.sh
 	@mkdir -p $(dir $@)

@@ -26,6 +26,7 @@ static const struct {
 	[ERR_MEDIA_TYPE] = {"unsupported_media_type", 415},
 	[ERR_INTERNAL] = {"internal", 500},
 	[ERR_UNAVAILABLE] = {"unavailable", 503},
+	[ERR_BUSY] = {"unavailable", 503},
 };
 
 /* The length of the well-formed UTF-8 sequence at `p` (NUL-terminated; no

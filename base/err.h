@@ -28,6 +28,8 @@ enum err_code {
 	ERR_MEDIA_TYPE,       /* unsupported_media_type, 415 */
 	ERR_INTERNAL,         /* 500 */
 	ERR_UNAVAILABLE,      /* 503 */
+	ERR_BUSY,             /* unavailable, 503: the database aborted a transaction for a
+		   * serialization failure or a deadlock; retried by db_tx_run */
 	ERR__COUNT
 };
 

@@ -1,4 +1,6 @@
-/* main: the hookflow binary: `hookflow serve` runs the service, `hookflow migrate` applies the schema.
+/* main: the hookflow binary: `hookflow serve` runs the service, `hookflow
+ * migrate` brings the database's schema and engine up to this binary
+ * (`--check` only compares), `hookflow version` says what it is.
  *
  * Start-up order: configuration (validated, naming the bad variable), schema
  * migrations (retried while the database comes up), then the connection pool,
@@ -18,7 +20,9 @@
 #include "base/config.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/strbuf.h"
 #include "base/timefmt.h"
+#include "base/version.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/migrate.h"
@@ -42,7 +46,7 @@ static void die(const char *msg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: hookflow serve | migrate | version\n"
+	fprintf(stderr, "usage: hookflow serve | migrate [--check] | version\n"
 			"configuration: HOOKFLOW_* environment variables (see README.md)\n");
 	exit(2);
 }
@@ -55,10 +59,12 @@ static struct db_conn *migrate(const struct config *cfg)
 	for (;;) {
 		struct err e = {0};
 		struct db_conn *c = NULL;
-		int applied = 0;
+		struct db_migrate_report rep = {0};
 		if (db_conn_open(cfg->database_url, &c, &e) == ERR_OK &&
-		    db_migrate(c, &applied, &e) == ERR_OK) {
-			log_info("main", "schema ready", "applied=%d", applied);
+		    db_migrate(c, &rep, &e) == ERR_OK) {
+			log_info("main", "schema ready", "schema=%s applied=%d engine_loaded=%s",
+				 db_schema_version(), rep.applied,
+				 rep.engine_loaded ? "true" : "false");
 			return c;
 		}
 		db_conn_free(c);
@@ -172,13 +178,41 @@ static int serve(struct config *cfg)
 	return 0;
 }
 
+/* `hookflow migrate --check`: compares the database with this binary and
+ * prints every difference. Exit 0 when current, 1 when not (or the database
+ * cannot be read). */
+static int migrate_check(const struct config *cfg)
+{
+	struct err e = {0};
+	struct db_conn *c = NULL;
+	struct strbuf diff = {0};
+	if (db_conn_open(cfg->database_url, &c, &e) == ERR_OK)
+		db_schema_check(c, &diff, &e);
+	db_conn_free(c);
+	if (diff.len > 0)
+		fputs(diff.data, stdout);
+	if (e.code == ERR_OK)
+		printf("current: schema %s, engine of hookflow %s\n", db_schema_version(),
+		       HOOKFLOW_VERSION);
+	else
+		fprintf(stderr, "hookflow: %s\n", e.msg);
+	strbuf_cleanup(&diff);
+	return e.code == ERR_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2)
+	if (argc < 2 || argc > 3)
 		usage();
 	const char *cmd = argv[1];
+	bool check = argc == 3 && strcmp(cmd, "migrate") == 0 && strcmp(argv[2], "--check") == 0;
+	if (argc == 3 && !check)
+		usage();
 	if (strcmp(cmd, "version") == 0) {
-		printf("hookflow 0.1.0\n");
+		char hash[65];
+		db_engine_hash(hash);
+		printf("hookflow %s (schema %s, engine %.12s)\n", HOOKFLOW_VERSION,
+		       db_schema_version(), hash);
 		return 0;
 	}
 	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "migrate") != 0)
@@ -193,7 +227,9 @@ int main(int argc, char **argv)
 		die("curl_global_init failed");
 
 	int rc;
-	if (strcmp(cmd, "migrate") == 0) {
+	if (check) {
+		rc = migrate_check(&cfg);
+	} else if (strcmp(cmd, "migrate") == 0) {
 		db_conn_free(migrate(&cfg));
 		rc = 0;
 	} else {

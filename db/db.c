@@ -8,7 +8,9 @@
 #include "db/internal.h"
 
 #include <errno.h>
+#include <openssl/rand.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +37,17 @@ struct db_pool {
 	bool *busy;
 };
 
+/* PostgreSQL's notices ("relation ... already exists, skipping") go to the
+ * debug log instead of stderr. */
+static void on_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	char m[200];
+	snprintf(m, sizeof m, "%s", msg);
+	m[strcspn(m, "\n")] = '\0';
+	log_debug("db", "notice", "msg=\"%s\"", m);
+}
+
 static enum err_code connect_pg(struct db_conn *c, struct err *e)
 {
 	if (c->pg != NULL) {
@@ -51,6 +64,7 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 		c->pg = NULL;
 		return err_set(e, ERR_UNAVAILABLE, "database unavailable: %s", msg);
 	}
+	PQsetNoticeProcessor(c->pg, on_notice, NULL);
 	/* Settlement rules compare times in the database; keep sessions in UTC. */
 	PGresult *r = PQexec(c->pg, "SET TIME ZONE 'UTC'");
 	PQclear(r);
@@ -92,6 +106,26 @@ PGconn *db_pg(struct db_conn *c, struct err *e)
 	return c->pg;
 }
 
+/* Serialization failures and deadlocks: the transaction was aborted and
+ * may simply be run again. */
+static bool is_busy(const char *sqlstate)
+{
+	return sqlstate != NULL &&
+	       (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0);
+}
+
+/* A short pause before attempt `attempt` (2, 3, ...) of a transaction that
+ * was aborted as busy: 1, 2, 4, 8 ms and so on, with jitter, so that the
+ * transactions that collided do not collide again. */
+static void busy_pause(int attempt)
+{
+	unsigned char rnd = 0;
+	RAND_bytes(&rnd, 1);
+	long us = (1000L << (attempt - 2)) + (long)rnd * 4;
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
+}
+
 /* Maps a failed result to the error currency. */
 static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what, struct err *e)
 {
@@ -110,8 +144,10 @@ static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what,
 		return err_set(e, ERR_CONFLICT, "conflict: %s", m);
 	if (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0)
 		return err_set(e, ERR_INVALID, "invalid value: %s", m);
-	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
-		return err_set(e, ERR_UNAVAILABLE, "database busy, try again");
+	if (is_busy(state)) {
+		log_warn("db", "transaction aborted, busy", "stmt=%s sqlstate=%s", what, state);
+		return err_set(e, ERR_BUSY, "database busy, try again");
+	}
 	log_error("db", "statement failed", "stmt=%s sqlstate=%s error=\"%s\"", what, state, m);
 	return err_set(e, ERR_INTERNAL, "database error");
 }
@@ -141,14 +177,24 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 		if (c->nprepared < MAX_PREPARED)
 			c->prepared[c->nprepared++] = st->name;
 	}
-	PGresult *r = PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0);
-	ExecStatusType s = PQresultStatus(r);
-	if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+	/* Outside a transaction the statement is one of its own: when it is
+	 * aborted as busy, it is run again (the transaction runner's policy). */
+	bool own_tx = PQtransactionStatus(pg) == PQTRANS_IDLE;
+	for (int attempt = 1;; attempt++) {
+		PGresult *r = PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0);
+		ExecStatusType s = PQresultStatus(r);
+		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
+			return r;
+		if (own_tx && attempt < DB_TX_ATTEMPTS &&
+		    is_busy(PQresultErrorField(r, PG_DIAG_SQLSTATE))) {
+			PQclear(r);
+			busy_pause(attempt + 1);
+			continue;
+		}
 		map_error(c, r, st->name, e);
 		PQclear(r);
 		return NULL;
 	}
-	return r;
 }
 
 PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e)
@@ -164,6 +210,32 @@ PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e)
 		return NULL;
 	}
 	return r;
+}
+
+enum err_code db_tx_run(struct db_conn *c,
+			enum err_code (*fn)(struct db_conn *c, void *arg, struct err *e), void *arg,
+			struct err *e)
+{
+	for (int attempt = 1;; attempt++) {
+		struct err te = {0};
+		PGresult *r = db_exec_sql(c, "BEGIN", &te);
+		if (r != NULL) {
+			PQclear(r);
+			if (fn(c, arg, &te) == ERR_OK &&
+			    (r = db_exec_sql(c, "COMMIT", &te)) != NULL) {
+				PQclear(r);
+				return ERR_OK;
+			}
+		}
+		if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+			struct err ignore = {0};
+			PQclear(db_exec_sql(c, "ROLLBACK", &ignore));
+		}
+		if (te.code != ERR_BUSY || attempt >= DB_TX_ATTEMPTS) {
+			return err_set(e, te.code, "%s", te.msg);
+		}
+		busy_pause(attempt + 1);
+	}
 }
 
 enum err_code db_conn_ping(struct db_conn *c, struct err *e)

@@ -25,6 +25,21 @@ void db_conn_free(struct db_conn *c);
 /* Checks that `c` answers (`SELECT 1`), reconnecting first if it was lost. */
 enum err_code db_conn_ping(struct db_conn *c, struct err *e);
 
+/* How many times a transaction aborted as busy (ERR_BUSY: a serialization
+ * failure or a deadlock) is run in all before the error is returned. */
+#define DB_TX_ATTEMPTS 5
+
+/* Runs fn(c, arg, e) inside one transaction (BEGIN ... COMMIT on `c`, which
+ * must not be in one). When PostgreSQL aborts it for a serialization failure
+ * or a deadlock, it is rolled back and run again from the start, up to
+ * DB_TX_ATTEMPTS times with a short growing pause; any other failure rolls
+ * back and is returned (the connection is kept unless it was lost). A single
+ * statement outside a transaction (db_exec) gets the same retries. `fn` must
+ * do nothing but database work that a retry may repeat. */
+enum err_code db_tx_run(struct db_conn *c,
+			enum err_code (*fn)(struct db_conn *c, void *arg, struct err *e), void *arg,
+			struct err *e);
+
 /* Creates a pool of `size` lazily opened connections to `url` (copied).
  * Returns NULL when out of memory. */
 struct db_pool *db_pool_new(const char *url, int size);

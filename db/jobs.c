@@ -1,4 +1,5 @@
-/* db/jobs: SQL of claims, settlements, leases, promotion and reaping. */
+/* db/jobs: SQL of claims, settlements, leases, promotion and reaping, and the
+ * encoding of settlements for the engine. */
 #include "db/jobs.h"
 
 #include <stdio.h>
@@ -7,12 +8,11 @@
 
 #include "db/internal.h"
 
+#define JOB_SELECT(name, type) ", (c.job)." #name
 static const struct db_stmt q_cycle = {
 	"jobs_cycle",
-	"SELECT kind, id, run_id, workflow, step, attempt, max_attempts, generation, payload,"
-	" headers, signal, group_id, group_key, claim_token, cancel_requested, url, timeout_ms,"
-	" secret, backoff_base_ms, backoff_max_ms, replay, now_ms, replayed"
-	" FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5)",
+	"SELECT c.lost_kind, c.lost_id" JOB_COLUMNS(
+		JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5) c",
 	5};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
@@ -29,37 +29,215 @@ static const struct db_stmt q_reap = {"jobs_reap", "SELECT hf_reap($1, $2)", 2};
 static const struct db_stmt q_memo_key = {"jobs_memo_key",
 					  "SELECT value FROM hf_meta WHERE key = 'memo_key'", 0};
 
-static char *dup_col(const PGresult *r, int row, int col)
+/* ---- claimed jobs: JOB_COLUMNS' types read from a result --------------- */
+
+static enum job_kind read_KIND(const PGresult *r, int row, int col)
+{
+	return strcmp(PQgetvalue(r, row, col), "step") == 0 ? JOB_STEP : JOB_CALLBACK;
+}
+
+static char *read_STR(const PGresult *r, int row, int col)
 {
 	const char *s = db_str(r, row, col);
 	return s ? strdup(s) : NULL;
 }
 
+static int read_INT(const PGresult *r, int row, int col)
+{
+	return (int)db_i64(r, row, col);
+}
+
+static int64_t read_I64(const PGresult *r, int row, int col)
+{
+	return db_i64(r, row, col);
+}
+
+static bool read_BOOL(const PGresult *r, int row, int col)
+{
+	return strcmp(PQgetvalue(r, row, col), "t") == 0;
+}
+
+/* Reads the job of row `row`, whose columns start at `col`. */
+static void read_job(const PGresult *r, int row, int col, struct claimed_job *j)
+{
+#define JOB_READ(name, type) j->name = read_##type(r, row, col++);
+	JOB_COLUMNS(JOB_READ)
+#undef JOB_READ
+}
+
 void db_claimed_job_cleanup(struct claimed_job *j)
 {
-	free(j->id);
-	free(j->run_id);
-	free(j->workflow);
-	free(j->payload);
-	free(j->headers);
-	free(j->signal);
-	free(j->group_id);
-	free(j->group_key);
-	free(j->url);
-	free(j->secret);
-	free(j->replayed);
+#define JOB_FREE_KIND(x)
+#define JOB_FREE_STR(x) free(x);
+#define JOB_FREE_INT(x)
+#define JOB_FREE_I64(x)
+#define JOB_FREE_BOOL(x)
+#define JOB_FREE(name, type) JOB_FREE_##type(j->name)
+	JOB_COLUMNS(JOB_FREE)
 	memset(j, 0, sizeof *j);
 }
 
-enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t *callbacks,
+/* ---- settlements ----------------------------------------------------------- */
+
+void settlement_cleanup(struct settlement *s)
+{
+	free(s->id);
+	free(s->reason);
+	free(s->wait_key);
+	json_decref(s->payload);
+	json_decref(s->value);
+	json_decref(s->kv_put);
+	json_decref(s->kv_delete);
+	json_decref(s->replay_outcome);
+	memset(s, 0, sizeof *s);
+}
+
+static bool reserve(struct settlements *l, size_t more)
+{
+	if (l->n + more <= l->cap)
+		return true;
+	size_t cap = l->cap ? l->cap : 16;
+	while (cap < l->n + more)
+		cap *= 2;
+	struct settlement *v = realloc(l->v, cap * sizeof *v);
+	if (v == NULL)
+		return false;
+	l->v = v;
+	l->cap = cap;
+	return true;
+}
+
+bool settlements_push(struct settlements *l, struct settlement *s)
+{
+	if (!reserve(l, 1)) {
+		settlement_cleanup(s);
+		return false;
+	}
+	l->v[l->n++] = *s;
+	memset(s, 0, sizeof *s);
+	return true;
+}
+
+bool settlements_take(struct settlements *to, struct settlements *from)
+{
+	if (from->n == 0)
+		return true;
+	if (!reserve(to, from->n))
+		return false;
+	memcpy(to->v + to->n, from->v, from->n * sizeof *from->v);
+	to->n += from->n;
+	from->n = 0;
+	return true;
+}
+
+void settlements_clear(struct settlements *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		settlement_cleanup(&l->v[i]);
+	l->n = 0;
+}
+
+void settlements_cleanup(struct settlements *l)
+{
+	settlements_clear(l);
+	free(l->v);
+	memset(l, 0, sizeof *l);
+}
+
+/* The engine's name of a result (hf_settle_steps, hf_settle_callbacks). */
+static const char *result_name(enum settle_result r)
+{
+	switch (r) {
+	case SETTLE_CONTINUE:
+		return "continue";
+	case SETTLE_SUCCEED:
+		return "succeed";
+	case SETTLE_FAIL:
+		return "fail";
+	case SETTLE_CANCEL:
+		return "cancel";
+	case SETTLE_DELIVERED:
+		return "ok";
+	case SETTLE_TRANSIENT:
+		return "transient_error";
+	case SETTLE_PERMANENT:
+		return "permanent_error";
+	}
+	return "?";
+}
+
+/* The engine's JSON item of settlement `s` (a new reference, NULL when out
+ * of memory): the one place the settlement wire format is written. */
+static json_t *encode(const struct settlement *s)
+{
+	json_t *it = json_object();
+	if (it == NULL)
+		return NULL;
+	int bad =
+		json_object_set_new(it, s->kind == JOB_STEP ? "run_id" : "id", json_string(s->id)) |
+		json_object_set_new(it, "claim_token", json_integer(s->claim_token)) |
+		json_object_set_new(it, "result", json_string(result_name(s->result)));
+	if (s->http_status > 0)
+		bad |= json_object_set_new(it, "http_status", json_integer(s->http_status));
+	if (s->reason != NULL)
+		bad |= json_object_set_new(it, "reason", json_string(s->reason));
+	if (s->result == SETTLE_TRANSIENT)
+		bad |= json_object_set_new(it, "retry_delay_ms", json_integer(s->retry_delay_ms));
+	if (s->result == SETTLE_CONTINUE) {
+		bad |= json_object_set(it, "payload", s->payload ? s->payload : json_null());
+		if (s->wait_key != NULL) {
+			bad |= json_object_set_new(it, "wait_key", json_string(s->wait_key)) |
+			       json_object_set_new(it, "wait_timeout_ms",
+						   json_integer(s->wait_timeout_ms));
+		} else if (s->delay_ms > 0) {
+			bad |= json_object_set_new(it, "delay_ms", json_integer(s->delay_ms));
+		}
+	}
+	if (s->result == SETTLE_SUCCEED)
+		bad |= json_object_set(it, "value", s->value ? s->value : json_null());
+	if (s->kv_put != NULL || s->kv_delete != NULL) {
+		json_t *kv = json_object();
+		if (s->kv_put != NULL)
+			bad |= json_object_set(kv, "put", s->kv_put);
+		if (s->kv_delete != NULL)
+			bad |= json_object_set(kv, "delete", s->kv_delete);
+		bad |= json_object_set_new(it, "kv", kv);
+	}
+	if (bad) {
+		json_decref(it);
+		return NULL;
+	}
+	return it;
+}
+
+/* The JSON text of the items of kind `kind` among v[0..n) (malloc'd; NULL
+ * when out of memory). */
+static char *encode_items(const struct settlement *v, size_t n, enum job_kind kind)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr != NULL && i < n; i++) {
+		if (v[i].kind != kind)
+			continue;
+		json_t *it = encode(&v[i]);
+		if (it == NULL || json_array_append_new(arr, it)) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+	json_decref(arr);
+	return text;
+}
+
+enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
 			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
-			    int *n, int *lost, struct err *e)
+			    int *njobs, int *lost, struct err *e)
 {
 	*jobs = NULL;
-	*n = 0;
+	*njobs = 0;
 	*lost = 0;
-	char *st = json_dumps(steps, JSON_COMPACT);
-	char *cb = json_dumps(callbacks, JSON_COMPACT);
+	char *st = encode_items(v, n, JOB_STEP);
+	char *cb = encode_items(v, n, JOB_CALLBACK);
 	if (st == NULL || cb == NULL) {
 		free(st);
 		free(cb);
@@ -74,71 +252,95 @@ enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t
 	free(cb);
 	if (r == NULL)
 		return e->code;
-	/* Claimed jobs come first, then the lost settlements. */
+	/* A row is a claimed job, or a settlement whose claim was lost. */
 	int rows = PQntuples(r);
-	while (rows > 0 && strncmp(PQgetvalue(r, rows - 1, 0), "lost_", 5) == 0) {
-		rows--;
-		(*lost)++;
-	}
-	if (rows == 0) {
-		PQclear(r);
-		return ERR_OK;
-	}
-	struct claimed_job *a = calloc((size_t)rows, sizeof *a);
-	if (a == NULL) {
+	struct claimed_job *a = rows > 0 ? calloc((size_t)rows, sizeof *a) : NULL;
+	if (rows > 0 && a == NULL) {
 		PQclear(r);
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	}
+	int k = 0;
 	for (int i = 0; i < rows; i++) {
-		struct claimed_job *j = &a[i];
-		j->kind = strcmp(PQgetvalue(r, i, 0), "step") == 0 ? JOB_STEP : JOB_CALLBACK;
-		j->id = dup_col(r, i, 1);
-		j->run_id = dup_col(r, i, 2);
-		j->workflow = dup_col(r, i, 3);
-		j->step = (int)db_i64(r, i, 4);
-		j->attempt = (int)db_i64(r, i, 5);
-		j->max_attempts = (int)db_i64(r, i, 6);
-		j->generation = (int)db_i64(r, i, 7);
-		j->payload = dup_col(r, i, 8);
-		j->headers = dup_col(r, i, 9);
-		j->signal = dup_col(r, i, 10);
-		j->group_id = dup_col(r, i, 11);
-		j->group_key = dup_col(r, i, 12);
-		j->claim_token = db_i64(r, i, 13);
-		j->cancel_requested = strcmp(PQgetvalue(r, i, 14), "t") == 0;
-		j->url = dup_col(r, i, 15);
-		j->timeout_ms = (int)db_i64(r, i, 16);
-		j->secret = dup_col(r, i, 17);
-		j->backoff_base_ms = db_i64(r, i, 18);
-		j->backoff_max_ms = db_i64(r, i, 19);
-		j->replay = strcmp(PQgetvalue(r, i, 20), "t") == 0;
-		j->now_ms = db_i64(r, i, 21);
-		j->replayed = dup_col(r, i, 22);
+		if (!PQgetisnull(r, i, 0))
+			(*lost)++;
+		else
+			read_job(r, i, 2, &a[k++]);
 	}
 	PQclear(r);
+	if (k == 0) {
+		free(a);
+		a = NULL;
+	}
 	*jobs = a;
-	*n = rows;
+	*njobs = k;
 	return ERR_OK;
 }
 
-enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items, int *lost,
-			     struct err *e)
+/* Runs settlement statement `st` over the items of `kind` among v[0..n) and
+ * adds the refused ones to *lost. */
+static enum err_code settle_kind(struct db_conn *c, const struct db_stmt *st,
+				 const struct settlement *v, size_t n, enum job_kind kind,
+				 int *lost, struct err *e)
 {
-	if (lost)
-		*lost = 0;
-	char *text = json_dumps(items, JSON_COMPACT);
+	size_t count = 0;
+	for (size_t i = 0; i < n; i++)
+		count += v[i].kind == kind;
+	if (count == 0)
+		return ERR_OK;
+	char *text = encode_items(v, n, kind);
 	if (text == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	const char *p[1] = {text};
-	PGresult *r = db_exec(c, kind == JOB_STEP ? &q_settle_steps : &q_settle_callbacks, p, e);
+	PGresult *r = db_exec(c, st, p, e);
 	free(text);
 	if (r == NULL)
 		return e->code;
-	if (lost) {
-		for (int i = 0; i < PQntuples(r); i++)
-			if (strcmp(PQgetvalue(r, i, 1), "claim_lost") == 0)
-				(*lost)++;
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 1), "claim_lost") == 0)
+			(*lost)++;
+	PQclear(r);
+	return ERR_OK;
+}
+
+enum err_code db_jobs_settle(struct db_conn *c, const struct settlement *v, size_t n, int *lost,
+			     struct err *e)
+{
+	int l = 0;
+	if (settle_kind(c, &q_settle_steps, v, n, JOB_STEP, &l, e) == ERR_OK)
+		settle_kind(c, &q_settle_callbacks, v, n, JOB_CALLBACK, &l, e);
+	if (lost)
+		*lost = l;
+	return e->code;
+}
+
+enum err_code db_jobs_store_outputs(struct db_conn *c, const struct settlement *v, size_t n,
+				    struct err *e)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr != NULL && i < n; i++) {
+		if (v[i].kind != JOB_STEP || v[i].replay_outcome == NULL)
+			continue;
+		if (json_array_append_new(arr,
+					  json_pack("{s:s, s:I, s:O}", "run_id", v[i].id,
+						    "claim_token", (json_int_t)v[i].claim_token,
+						    "outcome", v[i].replay_outcome))) {
+			json_decref(arr);
+			arr = NULL;
+		}
 	}
+	if (arr != NULL && json_array_size(arr) == 0) {
+		json_decref(arr);
+		return ERR_OK;
+	}
+	char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+	json_decref(arr);
+	if (text == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	const char *p[1] = {text};
+	PGresult *r = db_exec(c, &q_store_outputs, p, e);
+	free(text);
+	if (r == NULL)
+		return e->code;
 	PQclear(r);
 	return ERR_OK;
 }
@@ -150,20 +352,6 @@ static enum err_code one_int(struct db_conn *c, const struct db_stmt *st, const 
 	if (r == NULL)
 		return e->code;
 	*n = (int)db_i64(r, 0, 0);
-	PQclear(r);
-	return ERR_OK;
-}
-
-enum err_code db_jobs_store_outputs(struct db_conn *c, const json_t *items, struct err *e)
-{
-	char *text = json_dumps(items, JSON_COMPACT);
-	if (text == NULL)
-		return err_set(e, ERR_INTERNAL, "out of memory");
-	const char *p[1] = {text};
-	PGresult *r = db_exec(c, &q_store_outputs, p, e);
-	free(text);
-	if (r == NULL)
-		return e->code;
 	PQclear(r);
 	return ERR_OK;
 }

@@ -1,6 +1,11 @@
-/* db/jobs: the dispatcher's side of the run and callback tables: claim, settle,
- * renew leases, promote due jobs, reap expired leases. Each call is one
- * transaction (one SQL function of migrations/). */
+/* db/jobs: the dispatcher's side of the run and callback tables: claim,
+ * settle, renew leases, promote due jobs, reap expired leases. Each call is
+ * one transaction (one SQL function of db/engine/).
+ *
+ * The contract with the engine is typed here: a claimed job is a struct
+ * claimed_job, whose fields, SQL SELECT list and decoder all come from
+ * JOB_COLUMNS; an ended call is a struct settlement, which db/jobs.c alone
+ * encodes for the engine. */
 #ifndef HOOKFLOW_DB_JOBS_H
 #define HOOKFLOW_DB_JOBS_H
 
@@ -14,58 +19,127 @@
 
 enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 
+/* The columns of a claimed job, in the order of the SQL type hf_job
+ * (migrations/0001_init.sql) that hf_claim returns: X(name, type) where type
+ * is KIND (enum job_kind), STR (owned char *, NULL for SQL NULL; JSON columns
+ * come as their text), INT (int), I64 (int64_t) or BOOL (bool). */
+#define JOB_COLUMNS(X)                                                       \
+	X(kind, KIND) /* step or callback */                                 \
+	X(id, STR)    /* job id, sent as webhook-id */                       \
+	X(run_id, STR)                                                       \
+	X(workflow, STR)                                                     \
+	X(step, INT)    /* steps only */                                     \
+	X(attempt, INT) /* 1-based attempt now being made */                 \
+	X(max_attempts, INT)                                                 \
+	X(generation, INT)                                                   \
+	X(payload, STR)  /* JSON: the step payload, or the callback body */  \
+	X(headers, STR)  /* JSON (steps), NULL for callbacks */              \
+	X(signal, STR)   /* JSON or NULL */                                  \
+	X(group_id, STR) /* NULL unless a group member */                    \
+	X(group_key, STR)                                                    \
+	X(claim_token, I64)                                                  \
+	X(cancel_requested, BOOL)                                            \
+	X(url, STR)                                                          \
+	X(timeout_ms, INT)                                                   \
+	X(secret, STR) /* NULL: unsigned */                                  \
+	X(backoff_base_ms, I64)                                              \
+	X(backoff_max_ms, I64)                                               \
+	X(replay, BOOL)  /* the workflow keeps step-output replay records */ \
+	X(now_ms, I64)   /* the database's clock at claim time */            \
+	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */
+
+#define JOB_CTYPE_KIND enum job_kind
+#define JOB_CTYPE_STR char *
+#define JOB_CTYPE_INT int
+#define JOB_CTYPE_I64 int64_t
+#define JOB_CTYPE_BOOL bool
+#define JOB_FIELD(name, type) JOB_CTYPE_##type name;
+
 /* One claimed job. Every string is owned (malloc'd) by the struct. */
 struct claimed_job {
-	enum job_kind kind;
-	char *id; /* job id, sent as webhook-id */
-	char *run_id;
-	char *workflow;
-	int step;    /* steps only */
-	int attempt; /* 1-based attempt now being made */
-	int max_attempts;
-	int generation;
-	char *payload;  /* JSON text: the step payload, or the callback body */
-	char *headers;  /* JSON text (steps), NULL for callbacks */
-	char *signal;   /* JSON text or NULL */
-	char *group_id; /* NULL unless a group member */
-	char *group_key;
-	int64_t claim_token;
-	bool cancel_requested;
-	char *url;
-	int timeout_ms;
-	char *secret; /* NULL: unsigned */
-	int64_t backoff_base_ms;
-	int64_t backoff_max_ms;
-	bool replay;
-	int64_t now_ms; /* the database's clock at claim time */
-	char *replayed; /* replay record {"outcome", "age_ms"} (JSON text) or NULL */
+	JOB_COLUMNS(JOB_FIELD)
 };
 
 /* Frees what `j` owns and zeroes it. */
 void db_claimed_job_cleanup(struct claimed_job *j);
 
-/* One dispatcher cycle in one transaction (hf_cycle): settles the step calls
- * in `steps` and the callback calls in `callbacks` (borrowed JSON arrays, as
- * hf_settle_steps / hf_settle_callbacks take them; either may be empty), then
- * claims up to `limit` jobs (0: none) for `owner` with a lease of `lease_ms`.
- * *jobs is a malloc'd array of *n jobs (free each with db_claimed_job_cleanup,
- * then the array); *lost receives how many settlements were refused because
- * their claim had been lost (someone else owns the job now). On failure
- * nothing was settled or claimed. */
-enum err_code db_jobs_cycle(struct db_conn *c, const json_t *steps, const json_t *callbacks,
-			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
-			    int *n, int *lost, struct err *e);
+/* How a job's call ended (db/engine/05_settle.sql settles each). */
+enum settle_result {
+	SETTLE_CONTINUE = 1, /* step: the next step, now, after delay_ms or after a signal */
+	SETTLE_SUCCEED,      /* step: the run succeeds with `value` */
+	SETTLE_FAIL,         /* step: the run fails with `reason`, no dead letter */
+	SETTLE_CANCEL,       /* step: the webhook cancelled its run with `reason` */
+	SETTLE_DELIVERED,    /* callback: acknowledged */
+	SETTLE_TRANSIENT,    /* the call failed, may be retried after retry_delay_ms */
+	SETTLE_PERMANENT,    /* the call failed for good */
+};
 
-/* Settles step calls (kind JOB_STEP) or callback calls (JOB_CALLBACK) in one
- * transaction. `items` (borrowed) is the JSON array hf_settle_steps /
- * hf_settle_callbacks take. *lost (may be NULL) receives how many claims had
- * been lost (settled by nobody: someone else owns the job now). */
-enum err_code db_jobs_settle(struct db_conn *c, enum job_kind kind, const json_t *items, int *lost,
+/* One ended call of a claimed job, as the dispatcher hands it to the
+ * engine. Owns its strings and JSON references (settlement_cleanup). */
+struct settlement {
+	enum job_kind kind;
+	char *id;            /* the run id (steps) or the callback id */
+	int64_t claim_token; /* the claim the call was made under */
+	enum settle_result result;
+	int http_status;        /* the answer's status, 0 when there was none */
+	char *reason;           /* FAIL, CANCEL: the reason; TRANSIENT, PERMANENT: the error */
+	int64_t retry_delay_ms; /* TRANSIENT */
+	json_t *payload;        /* CONTINUE: the next step's payload */
+	int64_t delay_ms;       /* CONTINUE: 0 for now */
+	char *wait_key;         /* CONTINUE: wait for a signal on this key, or NULL */
+	int64_t wait_timeout_ms;
+	json_t *value;          /* SUCCEED: the run's result */
+	json_t *kv_put;         /* kv effects of an outcome ({key: value}), or NULL */
+	json_t *kv_delete;      /* ([key, ...]), or NULL */
+	json_t *replay_outcome; /* a step's validated outcome to keep for replay, or NULL */
+};
+
+/* Frees what `s` owns and zeroes it. */
+void settlement_cleanup(struct settlement *s);
+
+/* A growable list of settlements; zero-initialised is empty. */
+struct settlements {
+	struct settlement *v;
+	size_t n;
+	size_t cap;
+};
+
+/* Moves *s to the end of `l` (s is zeroed). Returns false when out of
+ * memory (s is then cleaned up: the job's lease expires and it is delivered
+ * again). */
+bool settlements_push(struct settlements *l, struct settlement *s);
+
+/* Moves every item of `from` to the end of `to`. False when out of memory
+ * (nothing moved). */
+bool settlements_take(struct settlements *to, struct settlements *from);
+
+/* Cleans up every item (the list stays allocated, empty). */
+void settlements_clear(struct settlements *l);
+
+/* Frees the list and its items; zeroed. */
+void settlements_cleanup(struct settlements *l);
+
+/* One dispatcher cycle in one transaction (hf_cycle): settles `n` ended
+ * calls `v` (borrowed; either kind, n may be 0), then claims up to `limit`
+ * jobs (0: none) for `owner` with a lease of `lease_ms`. *jobs is a malloc'd
+ * array of *njobs jobs (free each with db_claimed_job_cleanup, then the
+ * array); *lost receives how many settlements were refused because their
+ * claim had been lost (someone else owns the job now). On failure nothing
+ * was settled or claimed. */
+enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
+			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
+			    int *njobs, int *lost, struct err *e);
+
+/* Settles `n` ended calls `v` (borrowed) in one transaction. *lost (may be
+ * NULL) receives how many claims had been lost. */
+enum err_code db_jobs_settle(struct db_conn *c, const struct settlement *v, size_t n, int *lost,
 			     struct err *e);
 
-/* Stores step-output replay records for claims still held. `items` is the JSON
- * array hf_store_outputs takes: [{"run_id", "claim_token", "outcome"}]. */
-enum err_code db_jobs_store_outputs(struct db_conn *c, const json_t *items, struct err *e);
+/* Stores the replay records (replay_outcome) of the step settlements among
+ * `v[0..n)` whose claim is still held, before they are settled, so a crash
+ * in between replays the answer instead of calling again. */
+enum err_code db_jobs_store_outputs(struct db_conn *c, const struct settlement *v, size_t n,
+				    struct err *e);
 
 /* Runs one retention pass (see hf_sweep); *n receives the larger of runs and
  * dead letters removed. */

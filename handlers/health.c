@@ -18,7 +18,7 @@ void handle_readyz(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	if (hc_db(r, &c, &e) || db_conn_ping(c, &e) || db_schema_check(c, &e))
+	if (hc_db(r, &c, &e) || db_conn_ping(c, &e) || db_schema_check(c, NULL, &e))
 		goto out;
 	if (!listener_connected(http_req_app(r)->listener)) {
 		err_set(&e, ERR_UNAVAILABLE, "notification channel not connected");

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,9 +92,7 @@ struct worker {
 	int64_t next_poll;
 	int64_t db_retry_at;
 	int64_t settle_retry_at;
-	json_t *steps_work; /* settlements being committed */
-	json_t *callbacks_work;
-	json_t *outputs_work;
+	struct settlements work; /* settlements being committed */
 
 	/* the exchange, guarded by mu */
 	pthread_mutex_t mu;
@@ -101,10 +100,8 @@ struct worker {
 	struct inflight *to_io; /* claimed jobs for the I/O thread (a list) */
 	struct inflight *to_io_tail;
 	struct renewal *renewals;
-	json_t *steps_out; /* settlement items for the database thread */
-	json_t *callbacks_out;
-	json_t *outputs_out; /* replay records, stored before the settlements */
-	int outstanding;     /* jobs claimed and not yet completed */
+	struct settlements out; /* ended calls, for the database thread */
+	int outstanding;        /* jobs claimed and not yet completed */
 	bool want_claim;
 	bool stop;
 	int grace_ms;
@@ -116,6 +113,7 @@ struct worker {
 
 struct dispatcher {
 	const struct config *cfg;
+	atomic_bool refusing; /* a newer hookflow took the database: claim nothing */
 	char *instance;
 	unsigned char memo_key[64];
 	size_t memo_key_len;
@@ -163,12 +161,6 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 		w->capacity = cfg->max_inflight / d->nworkers;
 		if (i < cfg->max_inflight % d->nworkers)
 			w->capacity++;
-		w->steps_out = json_array();
-		w->callbacks_out = json_array();
-		w->outputs_out = json_array();
-		w->steps_work = json_array();
-		w->callbacks_work = json_array();
-		w->outputs_work = json_array();
 	}
 	return d;
 }
@@ -217,109 +209,112 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	return strbuf_take(&b);
 }
 
-/* ---- settlement items -------------------------------------------------- */
+/* ---- settlements ------------------------------------------------------ */
 
-static json_t *settle_base(const struct claimed_job *j)
+static void settle_base(const struct claimed_job *j, long http_status, struct settlement *s)
 {
-	if (j->kind == JOB_STEP)
-		return json_pack("{s:s, s:I}", "run_id", j->run_id, "claim_token",
-				 (json_int_t)j->claim_token);
-	return json_pack("{s:s, s:I}", "id", j->id, "claim_token", (json_int_t)j->claim_token);
+	memset(s, 0, sizeof *s);
+	s->kind = j->kind;
+	s->id = strdup(j->kind == JOB_STEP ? j->run_id : j->id);
+	s->claim_token = j->claim_token;
+	s->http_status = http_status > 0 ? (int)http_status : 0;
 }
 
-static void add_effects(json_t *item, const struct effects *fx)
+/* An error settlement of the job's call: transient (with its retry delay) or
+ * permanent, with the verdict's error text. */
+static void settle_error(const struct claimed_job *j, const struct verdict *v, struct settlement *s)
 {
-	if (effects_empty(fx))
-		return;
-	json_t *kv = json_object();
-	if (fx->put)
-		json_object_set(kv, "put", fx->put);
-	if (fx->del)
-		json_object_set(kv, "delete", fx->del);
-	json_object_set_new(item, "kv", kv);
+	bool transient = v->kind == VERDICT_TRANSIENT;
+	s->result = transient ? SETTLE_TRANSIENT : SETTLE_PERMANENT;
+	s->reason = strdup(v->error);
+	if (transient)
+		s->retry_delay_ms = verdict_retry_delay_ms(v, j->backoff_base_ms, j->backoff_max_ms,
+							   j->attempt);
 }
 
-/* The settlement item of a step call that ended with verdict `v`. */
-static json_t *step_item(const struct inflight *f, const struct verdict *v, long http_status)
+/* The settlement of a step call that ended with verdict `v` (its outcome's
+ * JSON is shared, not taken). */
+static void step_settlement(const struct inflight *f, const struct verdict *v, long http_status,
+			    struct settlement *s)
 {
 	const struct claimed_job *j = &f->job;
-	json_t *it = settle_base(j);
-	if (http_status > 0)
-		json_object_set_new(it, "http_status", json_integer(http_status));
+	settle_base(j, http_status, s);
 	if (f->cancel_abort) {
-		json_object_set_new(it, "result", json_string("transient_error"));
-		json_object_set_new(it, "reason", json_string("call aborted: run cancelled"));
+		s->result = SETTLE_TRANSIENT;
+		s->reason = strdup("call aborted: run cancelled");
 		metrics_step_result(MR_CANCELLED);
-		return it;
+		return;
 	}
-	if (v->kind == VERDICT_OK) {
-		const struct outcome *o = &v->outcome;
-		switch (o->kind) {
-		case OUTCOME_CONTINUE:
-			json_object_set_new(it, "result", json_string("continue"));
-			json_object_set(it, "payload", o->payload ? o->payload : json_null());
-			if (o->trigger == TRIGGER_AFTER)
-				json_object_set_new(it, "delay_ms", json_integer(o->delay_ms));
-			if (o->trigger == TRIGGER_SIGNAL) {
-				json_object_set_new(it, "wait_key",
-						    json_string(o->correlation_key));
-				json_object_set_new(it, "wait_timeout_ms",
-						    json_integer(o->timeout_ms));
-			}
-			metrics_step_result(MR_CONTINUE);
-			break;
-		case OUTCOME_SUCCEED:
-			json_object_set_new(it, "result", json_string("succeed"));
-			json_object_set(it, "value", o->result ? o->result : json_null());
-			metrics_step_result(MR_SUCCEED);
-			break;
-		case OUTCOME_FAIL:
-			json_object_set_new(it, "result", json_string("fail"));
-			json_object_set_new(it, "reason", json_string(o->reason ? o->reason : ""));
-			metrics_step_result(MR_FAIL);
-			break;
-		case OUTCOME_CANCEL:
-			json_object_set_new(it, "result", json_string("cancel"));
-			json_object_set_new(it, "reason", json_string(o->reason ? o->reason : ""));
-			metrics_step_result(MR_CANCEL);
-			break;
+	if (v->kind != VERDICT_OK) {
+		settle_error(j, v, s);
+		metrics_step_result(v->kind == VERDICT_TRANSIENT ? MR_TRANSIENT : MR_PERMANENT);
+		return;
+	}
+	const struct outcome *o = &v->outcome;
+	switch (o->kind) {
+	case OUTCOME_CONTINUE:
+		s->result = SETTLE_CONTINUE;
+		s->payload = json_incref(o->payload ? o->payload : json_null());
+		if (o->trigger == TRIGGER_AFTER)
+			s->delay_ms = o->delay_ms;
+		if (o->trigger == TRIGGER_SIGNAL) {
+			s->wait_key = strdup(o->correlation_key);
+			s->wait_timeout_ms = o->timeout_ms;
 		}
-		add_effects(it, &o->kv);
-		return it;
+		metrics_step_result(MR_CONTINUE);
+		break;
+	case OUTCOME_SUCCEED:
+		s->result = SETTLE_SUCCEED;
+		s->value = json_incref(o->result ? o->result : json_null());
+		metrics_step_result(MR_SUCCEED);
+		break;
+	case OUTCOME_FAIL:
+		s->result = SETTLE_FAIL;
+		s->reason = strdup(o->reason ? o->reason : "");
+		metrics_step_result(MR_FAIL);
+		break;
+	case OUTCOME_CANCEL:
+		s->result = SETTLE_CANCEL;
+		s->reason = strdup(o->reason ? o->reason : "");
+		metrics_step_result(MR_CANCEL);
+		break;
 	}
-	bool transient = v->kind == VERDICT_TRANSIENT;
-	json_object_set_new(it, "result",
-			    json_string(transient ? "transient_error" : "permanent_error"));
-	json_object_set_new(it, "reason", json_string(v->error));
-	if (transient)
-		json_object_set_new(it, "retry_delay_ms",
-				    json_integer(verdict_retry_delay_ms(
-					    v, j->backoff_base_ms, j->backoff_max_ms, j->attempt)));
-	metrics_step_result(transient ? MR_TRANSIENT : MR_PERMANENT);
-	return it;
+	s->kv_put = json_incref(o->kv.put);
+	s->kv_delete = json_incref(o->kv.del);
 }
 
-static json_t *callback_item(const struct inflight *f, const struct verdict *v, long http_status)
+static void callback_settlement(const struct inflight *f, const struct verdict *v, long http_status,
+				struct settlement *s)
 {
-	const struct claimed_job *j = &f->job;
-	json_t *it = settle_base(j);
-	if (http_status > 0)
-		json_object_set_new(it, "http_status", json_integer(http_status));
+	settle_base(&f->job, http_status, s);
 	if (v->kind == VERDICT_OK) {
-		json_object_set_new(it, "result", json_string("ok"));
+		s->result = SETTLE_DELIVERED;
 		metrics_callback_result(MR_SUCCEED);
-		return it;
+		return;
 	}
-	bool transient = v->kind == VERDICT_TRANSIENT;
-	json_object_set_new(it, "result",
-			    json_string(transient ? "transient_error" : "permanent_error"));
-	json_object_set_new(it, "reason", json_string(v->error));
-	if (transient)
-		json_object_set_new(it, "retry_delay_ms",
-				    json_integer(verdict_retry_delay_ms(
-					    v, j->backoff_base_ms, j->backoff_max_ms, j->attempt)));
-	metrics_callback_result(transient ? MR_TRANSIENT : MR_PERMANENT);
-	return it;
+	settle_error(&f->job, v, s);
+	metrics_callback_result(v->kind == VERDICT_TRANSIENT ? MR_TRANSIENT : MR_PERMANENT);
+}
+
+static const char *result_text(enum settle_result r)
+{
+	switch (r) {
+	case SETTLE_CONTINUE:
+		return "continue";
+	case SETTLE_SUCCEED:
+		return "succeed";
+	case SETTLE_FAIL:
+		return "fail";
+	case SETTLE_CANCEL:
+		return "cancel";
+	case SETTLE_DELIVERED:
+		return "delivered";
+	case SETTLE_TRANSIENT:
+		return "transient_error";
+	case SETTLE_PERMANENT:
+		return "permanent_error";
+	}
+	return "?";
 }
 
 /* ---- the I/O thread ----------------------------------------------------- */
@@ -343,30 +338,28 @@ static void free_inflight(struct inflight *f)
 	free(f);
 }
 
-/* Hands settlement items to the database thread and empties the caller's
- * arrays; `done` jobs no longer count against the worker's room. jansson's
- * reference counts are not shared between threads safely, so the I/O thread
- * drops its references inside the lock: once the database thread takes the
- * items, it is their only user. */
-static void post_settlements(struct worker *w, json_t *steps, json_t *callbacks, json_t *outputs,
-			     int done)
+/* Hands the settlements in `done` to the database thread (the list is left
+ * empty); `ended` jobs no longer count against the worker's room. Each
+ * settlement owns its JSON and the I/O thread keeps no reference to it, so
+ * once the database thread takes it, it is its only user. A settlement that
+ * cannot be handed over (out of memory) is dropped: its lease expires and the
+ * job is delivered again. */
+static void post_settlements(struct worker *w, struct settlements *done, int ended)
 {
 	pthread_mutex_lock(&w->mu);
-	json_array_extend(w->steps_out, steps);
-	json_array_extend(w->callbacks_out, callbacks);
-	json_array_extend(w->outputs_out, outputs);
-	json_array_clear(steps);
-	json_array_clear(callbacks);
-	json_array_clear(outputs);
-	w->outstanding -= done;
+	if (!settlements_take(&w->out, done)) {
+		log_error("dispatcher", "out of memory: settlements dropped, will be redelivered",
+			  "worker=%d count=%zu", w->index, done->n);
+		settlements_clear(done);
+	}
+	w->outstanding -= ended;
 	pthread_cond_signal(&w->db_cv);
 	pthread_mutex_unlock(&w->mu);
 }
 
-/* Turns one completed call into settlement items (none when the claim was
- * lost or a drain released it). */
-static void complete(struct worker *w, struct webhook_call *call, json_t *steps, json_t *callbacks,
-		     json_t *outputs)
+/* Turns one completed call into a settlement in `done` (none when the claim
+ * was lost or a drain released it). */
+static void complete(struct worker *w, struct webhook_call *call, struct settlements *done)
 {
 	struct inflight *f = webhook_call_user(call);
 	struct call_result r;
@@ -387,25 +380,21 @@ static void complete(struct worker *w, struct webhook_call *call, json_t *steps,
 	struct verdict v;
 	verdict_from_call(&r, f->job.kind == JOB_STEP, timefmt_now_ms(), &v);
 	long status = r.transport_error ? 0 : r.status;
-	json_t *item;
+	struct settlement st;
 	if (f->job.kind == JOB_STEP) {
-		item = step_item(f, &v, status);
-		json_array_append_new(steps, item);
+		step_settlement(f, &v, status, &st);
 		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
-			json_array_append_new(
-				outputs, json_pack("{s:s, s:I, s:o}", "run_id", f->job.run_id,
-						   "claim_token", (json_int_t)f->job.claim_token,
-						   "outcome", outcome_to_json(&v.outcome)));
+			st.replay_outcome = outcome_to_json(&v.outcome);
 	} else {
-		item = callback_item(f, &v, status);
-		json_array_append_new(callbacks, item);
+		callback_settlement(f, &v, status, &st);
 	}
+	enum settle_result res = st.result;
 	log_debug("dispatcher", "call done",
 		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld "
 		  "result=%s",
 		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-		  f->job.step, f->job.attempt, status, (long long)ms,
-		  json_string_value(json_object_get(item, "result")));
+		  f->job.step, f->job.attempt, status, (long long)ms, result_text(res));
+	settlements_push(done, &st);
 	verdict_cleanup(&v);
 	webhook_call_free(call);
 	free_inflight(f);
@@ -413,7 +402,7 @@ static void complete(struct worker *w, struct webhook_call *call, json_t *steps,
 
 /* Starts the call of a claimed job; a job that cannot even start is settled
  * as a transient error at once. */
-static void start_call(struct worker *w, struct inflight *f, json_t *steps, json_t *callbacks)
+static void start_call(struct worker *w, struct inflight *f, struct settlements *done)
 {
 	struct claimed_job *j = &f->job;
 	char *body =
@@ -439,9 +428,12 @@ static void start_call(struct worker *w, struct inflight *f, json_t *steps, json
 		struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
 		snprintf(v.error, sizeof v.error, "call not started: %s",
 			 body ? e.msg : "out of memory");
-		json_array_append_new(j->kind == JOB_STEP ? steps : callbacks,
-				      j->kind == JOB_STEP ? step_item(f, &v, 0)
-							  : callback_item(f, &v, 0));
+		struct settlement st;
+		if (j->kind == JOB_STEP)
+			step_settlement(f, &v, 0, &st);
+		else
+			callback_settlement(f, &v, 0, &st);
+		settlements_push(done, &st);
 		free_inflight(f);
 	} else if (j->kind == JOB_STEP) {
 		metrics_step_dispatched();
@@ -486,7 +478,7 @@ static void *io_main(void *arg)
 	bool draining = false;
 	int64_t drain_deadline = 0;
 	struct epoll_event evs[256];
-	json_t *steps = json_array(), *callbacks = json_array(), *outputs = json_array();
+	struct settlements done = {0};
 
 	for (;;) {
 		/* Take what the other threads left in the exchange. */
@@ -525,7 +517,7 @@ static void *io_main(void *arg)
 				  "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
 				  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id,
 				  f->job.id, f->job.step, f->job.attempt);
-			start_call(w, f, steps, callbacks);
+			start_call(w, f, &done);
 		}
 		while (rn != NULL) {
 			struct renewal *next = rn->next;
@@ -557,14 +549,14 @@ static void *io_main(void *arg)
 			}
 		}
 
-		int done = dropped;
+		int ended = dropped;
 		struct webhook_call *call;
 		while ((call = webhook_client_take_done(w->wc)) != NULL) {
-			complete(w, call, steps, callbacks, outputs);
-			done++;
+			complete(w, call, &done);
+			ended++;
 		}
-		if (done > 0)
-			post_settlements(w, steps, callbacks, outputs, done);
+		if (ended > 0 || done.n > 0)
+			post_settlements(w, &done, ended);
 		if (draining && w->ninflight == 0)
 			break;
 
@@ -593,9 +585,7 @@ static void *io_main(void *arg)
 		if (webhook_client_timeout_ms(w->wc) == 0)
 			webhook_client_timeout(w->wc);
 	}
-	json_decref(steps);
-	json_decref(callbacks);
-	json_decref(outputs);
+	settlements_cleanup(&done);
 	pthread_mutex_lock(&w->mu);
 	w->io_done = true;
 	pthread_cond_signal(&w->db_cv);
@@ -636,25 +626,17 @@ static void lost_db(struct worker *w, const struct err *e)
  * settles each item on its own so one bad item cannot hold the others back.
  * An item that still fails is dropped and logged: its claim's lease expires
  * and the job is delivered again. Returns how many claims were lost. */
-static int settle_one_by_one(struct worker *w, enum job_kind kind, json_t *items)
+static int settle_one_by_one(struct worker *w)
 {
 	int lost = 0;
-	size_t i;
-	json_t *it;
-	json_array_foreach (items, i, it) {
-		json_t *one = json_array();
-		json_array_append(one, it);
+	for (size_t i = 0; i < w->work.n; i++) {
 		struct err e = {0};
 		int l = 0;
-		if (db_jobs_settle(w->db, kind, one, &l, &e)) {
-			const char *id = json_string_value(
-				json_object_get(it, kind == JOB_STEP ? "run_id" : "id"));
+		if (db_jobs_settle(w->db, &w->work.v[i], 1, &l, &e))
 			log_error("dispatcher",
 				  "settlement dropped; the job will be delivered again",
-				  "worker=%d id=%s error=\"%s\"", w->index, id ? id : "?", e.msg);
-		}
+				  "worker=%d id=%s error=\"%s\"", w->index, w->work.v[i].id, e.msg);
 		lost += l;
-		json_decref(one);
 	}
 	return lost;
 }
@@ -702,7 +684,7 @@ static void renew(struct worker *w, bool any_outstanding)
 /* Settles a claimed step from its replay record without calling the webhook,
  * with a delay or signal timeout shortened by the record's age. Returns false
  * when the record cannot be used (the webhook is called instead). */
-static bool replay(struct worker *w, struct inflight *f, json_t *steps_out)
+static bool replay(struct worker *w, struct inflight *f)
 {
 	json_t *rec = json_loads(f->job.replayed, 0, NULL);
 	json_t *o = json_object_get(rec, "outcome");
@@ -725,8 +707,9 @@ static bool replay(struct worker *w, struct inflight *f, json_t *steps_out)
 	log_info("dispatcher", "replaying stored step outcome",
 		 "run_id=%s job_id=%s step=%d age_ms=%lld", f->job.run_id, f->job.id, f->job.step,
 		 (long long)age);
-	(void)w;
-	json_array_append_new(steps_out, step_item(f, &v, 0));
+	struct settlement st;
+	step_settlement(f, &v, 0, &st);
+	settlements_push(&w->work, &st);
 	verdict_cleanup(&v);
 	return true;
 }
@@ -746,7 +729,7 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 		f->job = jobs[i];
 		f->claim_seq = ++w->claims;
 		if (f->job.kind == JOB_STEP && f->job.replayed != NULL &&
-		    !f->job.cancel_requested && replay(w, f, w->steps_work)) {
+		    !f->job.cancel_requested && replay(w, f)) {
 			free_inflight(f);
 			continue;
 		}
@@ -754,7 +737,9 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 			/* Claimed after a cancel was recorded: settle cancelled, no call. */
 			f->cancel_abort = true;
 			struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
-			json_array_append_new(w->steps_work, step_item(f, &v, 0));
+			struct settlement st;
+			step_settlement(f, &v, 0, &st);
+			settlements_push(&w->work, &st);
 			free_inflight(f);
 			continue;
 		}
@@ -790,17 +775,33 @@ static void note_lost(struct worker *w, int lost)
 
 static bool work_pending(const struct worker *w)
 {
-	return json_array_size(w->steps_work) + json_array_size(w->callbacks_work) +
-		       json_array_size(w->outputs_work) >
-	       0;
+	return w->work.n > 0;
+}
+
+/* Stores the replay records of the pending settlements (those that carry
+ * one), before the settlements they describe commit, so a crash in between
+ * replays the answer instead of calling again. */
+static enum err_code store_outputs(struct worker *w, struct err *e)
+{
+	bool any = false;
+	for (size_t i = 0; i < w->work.n && !any; i++)
+		any = w->work.v[i].replay_outcome != NULL;
+	if (!any || db_jobs_store_outputs(w->db, w->work.v, w->work.n, e))
+		return e->code;
+	for (size_t i = 0; i < w->work.n; i++) {
+		json_decref(w->work.v[i].replay_outcome);
+		w->work.v[i].replay_outcome = NULL;
+	}
+	return ERR_OK;
 }
 
 /* One cycle in one transaction: commits the settlements taken from the
  * exchange and claims up to `room` jobs (0: none), which includes the steps
  * the settlement just queued, and hands them to the I/O thread. Returns true
  * when work may be waiting: the claim batch was full, or the database was
- * away (the claim is retried when the connection is back). Settlements that
- * fail because the database is away stay in the work arrays for a retry. */
+ * away or busy (the claim is retried later). Settlements that fail because
+ * the database is away or busy stay in the work list for a retry; a busy
+ * database keeps its connection. */
 static bool cycle(struct worker *w, int room)
 {
 	bool settling = work_pending(w) && timefmt_mono_ms() >= w->settle_retry_at;
@@ -809,38 +810,32 @@ static bool cycle(struct worker *w, int room)
 	if (!ensure_db(w))
 		return room > 0; /* claim once it is back (ensure_db paces the retries) */
 	struct err e = {0};
-	if (settling && json_array_size(w->outputs_work) > 0) {
-		/* Replay records commit before the settlements they describe, so a
-		 * crash in between replays the answer instead of calling again. */
-		if (db_jobs_store_outputs(w->db, w->outputs_work, &e)) {
-			log_warn("dispatcher", "storing replay records failed, will retry",
-				 "worker=%d error=\"%s\"", w->index, e.msg);
-			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
-			lost_db(w, &e);
-			return false;
-		}
-		json_array_clear(w->outputs_work);
+	if (settling && store_outputs(w, &e)) {
+		log_warn("dispatcher", "storing replay records failed, will retry",
+			 "worker=%d error=\"%s\"", w->index, e.msg);
+		w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
+		lost_db(w, &e);
+		return false;
 	}
-	if (settling && json_array_size(w->steps_work) > 0 && w->d->cfg->test_fault != NULL &&
+	if (settling && w->d->cfg->test_fault != NULL &&
 	    strcmp(w->d->cfg->test_fault, "exit_before_settle") == 0) {
-		log_warn("dispatcher", "test fault: exiting before settlement", NULL);
-		_exit(99);
+		for (size_t i = 0; i < w->work.n; i++) {
+			if (w->work.v[i].kind == JOB_STEP) {
+				log_warn("dispatcher", "test fault: exiting before settlement",
+					 NULL);
+				_exit(99);
+			}
+		}
 	}
 	int want = room < CLAIM_BATCH ? room : CLAIM_BATCH;
-	json_t *none = json_array();
 	struct claimed_job *jobs = NULL;
 	int n = 0, lost = 0;
-	enum err_code rc = db_jobs_cycle(w->db, settling ? w->steps_work : none,
-					 settling ? w->callbacks_work : none, w->owner, want,
+	size_t nsettle = settling ? w->work.n : 0;
+	enum err_code rc = db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want,
 					 w->d->cfg->lease_ms, &jobs, &n, &lost, &e);
-	json_decref(none);
-	if (rc == ERR_UNAVAILABLE) {
+	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
-			 "worker=%d settlements=%zu error=\"%s\"", w->index,
-			 settling ? json_array_size(w->steps_work) +
-					    json_array_size(w->callbacks_work)
-				  : 0,
-			 e.msg);
+			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);
 		if (settling)
 			w->settle_retry_at = timefmt_mono_ms() + SETTLE_RETRY_MS;
 		lost_db(w, &e);
@@ -852,31 +847,24 @@ static bool cycle(struct worker *w, int room)
 			return false;
 		/* One bad settlement must not hold back the others, nor the
 		 * claims: settle each on its own, then claim on the next cycle. */
-		lost = settle_one_by_one(w, JOB_STEP, w->steps_work) +
-		       settle_one_by_one(w, JOB_CALLBACK, w->callbacks_work);
-		json_array_clear(w->steps_work);
-		json_array_clear(w->callbacks_work);
+		lost = settle_one_by_one(w);
+		settlements_clear(&w->work);
 		note_lost(w, lost);
 		return want > 0;
 	}
-	if (settling) {
-		json_array_clear(w->steps_work);
-		json_array_clear(w->callbacks_work);
-	}
+	if (settling)
+		settlements_clear(&w->work);
 	note_lost(w, lost);
 	dispatch(w, jobs, n);
 	return want > 0 && n == want;
 }
 
-/* Moves the settlement items of the exchange into the work arrays. */
+/* Moves the settlements of the exchange into the work list. */
 static void take_settlements(struct worker *w)
 {
-	json_array_extend(w->steps_work, w->steps_out);
-	json_array_extend(w->callbacks_work, w->callbacks_out);
-	json_array_extend(w->outputs_work, w->outputs_out);
-	json_array_clear(w->steps_out);
-	json_array_clear(w->callbacks_out);
-	json_array_clear(w->outputs_out);
+	if (!settlements_take(&w->work, &w->out))
+		log_error("dispatcher", "out of memory taking settlements, will retry",
+			  "worker=%d count=%zu", w->index, w->out.n);
 }
 
 static void *db_main(void *arg)
@@ -891,7 +879,8 @@ static void *db_main(void *arg)
 			take_settlements(w);
 			bool stopping = w->stop;
 			int room = w->capacity - w->outstanding;
-			bool claimable = !stopping && w->want_claim && room > 0 &&
+			bool claimable = !stopping && !atomic_load(&w->d->refusing) &&
+					 w->want_claim && room > 0 &&
 					 (w->db != NULL || now >= w->db_retry_at);
 			bool settle = work_pending(w) && now >= w->settle_retry_at;
 			bool renew_due = w->outstanding > 0 && now >= w->next_renew;
@@ -933,7 +922,8 @@ static void *db_main(void *arg)
 		/* Every settlement claims too: the steps it queues are taken in
 		 * the same transaction (hf_cycle wakes the others only when the
 		 * claim was full). */
-		bool again = cycle(w, (want || work_pending(w)) && !stopping ? room : 0);
+		bool claiming = !stopping && !atomic_load(&w->d->refusing);
+		bool again = cycle(w, (want || work_pending(w)) && claiming ? room : 0);
 		renew(w, any_outstanding);
 		if (again) {
 			pthread_mutex_lock(&w->mu);
@@ -978,7 +968,7 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
 							  &d->cfg->egress)
 				     : NULL;
-		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL || w->steps_out == NULL)
+		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);
 		struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->evfd};
 		epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
@@ -1006,6 +996,18 @@ void dispatcher_wake(struct dispatcher *d)
 		}
 		pthread_mutex_unlock(&w->mu);
 	}
+}
+
+void dispatcher_refuse(struct dispatcher *d)
+{
+	if (!atomic_exchange(&d->refusing, true))
+		log_error("dispatcher", "a newer hookflow upgraded the database: claiming stopped",
+			  "instance=%s", d->instance);
+}
+
+bool dispatcher_refusing(struct dispatcher *d)
+{
+	return atomic_load(&d->refusing);
 }
 
 void dispatcher_cancel(struct dispatcher *d, const char *run_id)
@@ -1085,12 +1087,8 @@ void dispatcher_free(struct dispatcher *d)
 		}
 		webhook_client_free(w->wc);
 		db_conn_free(w->db);
-		json_decref(w->steps_out);
-		json_decref(w->callbacks_out);
-		json_decref(w->outputs_out);
-		json_decref(w->steps_work);
-		json_decref(w->callbacks_work);
-		json_decref(w->outputs_work);
+		settlements_cleanup(&w->out);
+		settlements_cleanup(&w->work);
 		for (int k = 0; k < w->ncancels; k++)
 			free(w->cancels[k]);
 		free(w->cancels);

@@ -10,6 +10,7 @@
 #ifndef HOOKFLOW_DISPATCHER_H
 #define HOOKFLOW_DISPATCHER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/config.h"
@@ -37,6 +38,14 @@ void dispatcher_cancel(struct dispatcher *d, const char *run_id);
  * `grace_ms`, abort the rest, settle what finished, release the claims they
  * could not settle, and exit. Blocks until every worker has exited. */
 void dispatcher_stop(struct dispatcher *d, int grace_ms);
+
+/* Stops claiming for good (calls in flight finish and settle): a newer
+ * hookflow upgraded the database, so this binary's engine is gone (README,
+ * "Versions and upgrades"). Any thread; idempotent. */
+void dispatcher_refuse(struct dispatcher *d);
+
+/* True once dispatcher_refuse was called. */
+bool dispatcher_refusing(struct dispatcher *d);
 
 /* Frees a stopped (or never started) dispatcher. NULL is a no-op. */
 void dispatcher_free(struct dispatcher *d);

@@ -20,6 +20,7 @@
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/listen.h"
+#include "db/migrate.h"
 #include "service/metrics.h"
 
 #define BATCH 1000
@@ -37,11 +38,13 @@ struct listener {
 	atomic_bool connected;
 	struct db_listener *lis;
 	struct db_conn *db;
-	int64_t due_at; /* monotonic ms of the next promote/reap, or -1 */
+	int64_t due_at;    /* monotonic ms of the next promote/reap, or -1 */
+	bool engine_check; /* the engine was reloaded: is the database newer than us? */
 };
 
 static const char *const channels[] = {"hookflow_wake", "hookflow_sched", "hookflow_cancel",
-				       "hookflow_done"};
+				       "hookflow_done", "hookflow_engine"};
+#define NCHANNELS ((int)(sizeof channels / sizeof channels[0]))
 
 struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws)
 {
@@ -95,6 +98,8 @@ static void on_notify(void *arg, const char *channel, const char *payload)
 		waiters_notify(l->ws, payload);
 	} else if (strcmp(channel, "hookflow_cancel") == 0) {
 		dispatcher_cancel(l->d, payload);
+	} else if (strcmp(channel, "hookflow_engine") == 0) {
+		l->engine_check = true;
 	} else if (strcmp(channel, "hookflow_sched") == 0) {
 		int64_t at = strtoll(payload, NULL, 10);
 		int64_t mono = timefmt_mono_ms() + (at - timefmt_now_ms());
@@ -115,7 +120,7 @@ static void disconnect(struct listener *l)
 static bool connect_db(struct listener *l)
 {
 	struct err e = {0};
-	if (db_listen_open(l->cfg->database_url, channels, 4, &l->lis, &e) ||
+	if (db_listen_open(l->cfg->database_url, channels, NCHANNELS, &l->lis, &e) ||
 	    db_conn_open(l->cfg->database_url, &l->db, &e)) {
 		disconnect(l);
 		return false;
@@ -126,7 +131,24 @@ static bool connect_db(struct listener *l)
 	dispatcher_wake(l->d);
 	waiters_notify_all(l->ws);
 	l->due_at = 0;
+	l->engine_check = true;
 	return true;
+}
+
+/* After an engine reload (or a reconnect, which may have missed one): when
+ * a newer hookflow upgraded the database, this instance claims nothing more
+ * and stops promoting, reaping and sweeping with an engine it does not know;
+ * /readyz reports why. (A lost connection shows in the next scheduler pass,
+ * and the reconnect checks again.) */
+static void check_engine(struct listener *l)
+{
+	l->engine_check = false;
+	struct err e = {0};
+	if (db_schema_check(l->db, NULL, &e) == ERR_CONFLICT) {
+		log_error("listener", "database upgraded by a newer hookflow", "error=\"%s\"",
+			  e.msg);
+		dispatcher_refuse(l->d);
+	}
 }
 
 /* Promotes due jobs and reaps expired leases, then finds the next due time. */
@@ -209,9 +231,12 @@ static void *listener_main(void *arg)
 			if (l->due_at < 0 || l->due_at > now)
 				l->due_at = now;
 		}
-		if (l->db != NULL && l->due_at >= 0 && now >= l->due_at)
+		if (l->db != NULL && l->engine_check)
+			check_engine(l);
+		bool engine_ours = !dispatcher_refusing(l->d);
+		if (engine_ours && l->db != NULL && l->due_at >= 0 && now >= l->due_at)
 			tick(l);
-		if (sweeping && l->db != NULL && timefmt_mono_ms() >= next_sweep) {
+		if (engine_ours && sweeping && l->db != NULL && timefmt_mono_ms() >= next_sweep) {
 			sweep(l);
 			next_sweep = timefmt_mono_ms() + SWEEP_MS;
 		}

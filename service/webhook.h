@@ -15,9 +15,10 @@
 
 #include "base/err.h"
 #include "base/netpolicy.h"
+#include "base/version.h"
 #include "service/verdict.h"
 
-#define WEBHOOK_USER_AGENT "hookflow/0.1.0"
+#define WEBHOOK_USER_AGENT "hookflow/" HOOKFLOW_VERSION
 #define WEBHOOK_MAX_HEADER_BYTES (64 * 1024)
 
 struct webhook_client;

@@ -1,0 +1,105 @@
+-- Engine helpers: time formats, ids, due times, queue states, wake-ups and kv
+-- effects. The SQL ones are declared STABLE, as their bodies are (time zone,
+-- encoding), so that the planner inlines them into the statements that call
+-- them.
+--
+-- Every file of db/engine/ is applied whole by the engine loader (db/engine.c)
+-- after the migrations, whenever what the database holds differs from the
+-- binary's; each object is created afresh, so files hold only functions and
+-- triggers (tables, types and indexes belong to migrations/).
+--
+-- Wake-ups travel by NOTIFY:
+--   hookflow_wake   ''           claimable work appeared (pending run or callback)
+--   hookflow_sched  '<epoch ms>' something becomes due at that time (delay, backoff, run_at)
+--   hookflow_cancel '<run_id>'   cancel requested for a running step: abort its call
+--   hookflow_done   '<run_id>'   the run terminated (long-poll waiters; 'group:<id>' too)
+--   hookflow_engine ''           the engine was reloaded (instances re-check the schema)
+
+CREATE FUNCTION hf_payload_hash(p jsonb) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT sha256(convert_to(coalesce(p, 'null'::jsonb)::text, 'UTF8'))
+$$;
+
+-- Serialises everything that registers, delivers or times out a wait on key k.
+CREATE FUNCTION hf_lock_key(k text) RETURNS void
+LANGUAGE sql AS $$
+	SELECT pg_advisory_xact_lock(724390, hashtext(k))
+$$;
+
+CREATE FUNCTION hf_ts(t timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- A new job id: 12 hex digits of milliseconds, then 20 random hex digits, so
+-- ids sort by creation time.
+CREATE FUNCTION hf_new_id() RETURNS text
+LANGUAGE sql VOLATILE AS $$
+	SELECT lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') ||
+	       substr(replace(gen_random_uuid()::text, '-', ''), 1, 20)
+$$;
+
+CREATE FUNCTION hf_ms(t timestamptz) RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT (extract(epoch FROM t) * 1000)::bigint
+$$;
+
+CREATE FUNCTION hf_us(t timestamptz) RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT (extract(epoch FROM t) * 1000000)::bigint
+$$;
+
+CREATE FUNCTION hf_from_us(us bigint) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT 'epoch'::timestamptz + us * interval '1 microsecond'
+$$;
+
+-- The time `ms` milliseconds from now (NULL or negative: now). Every delay,
+-- backoff, signal timeout and lease is computed here.
+CREATE FUNCTION hf_due(ms bigint) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT now() + make_interval(secs => greatest(coalesce(ms, 0), 0) / 1000.0)
+$$;
+
+-- The time `ms` milliseconds ago (retention).
+CREATE FUNCTION hf_ago(ms bigint) RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT now() - make_interval(secs => ms / 1000.0)
+$$;
+
+-- The queue state of a job due at `due`: pending (claimable now) when it is
+-- not in the future, scheduled otherwise.
+CREATE FUNCTION hf_queue_state(due timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT CASE WHEN due <= now() THEN 'pending' ELSE 'scheduled' END
+$$;
+
+-- Wakes the claimers for a job due at `due`: at once, or at that time.
+CREATE FUNCTION hf_notify_due(due timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF due <= now() THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	ELSE
+		PERFORM pg_notify('hookflow_sched', hf_ms(due)::text);
+	END IF;
+END
+$$;
+
+-- Applies kv effects {"put": {k: v}, "delete": [k]} (validated by the caller).
+CREATE FUNCTION hf_apply_kv(fx jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF fx IS NULL OR jsonb_typeof(fx) <> 'object' THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(fx->'put') = 'object' THEN
+		INSERT INTO kv (key, value, updated_at)
+		SELECT e.key, e.value, now() FROM jsonb_each(fx->'put') e
+		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
+	END IF;
+	IF jsonb_typeof(fx->'delete') = 'array' THEN
+		DELETE FROM kv WHERE key IN (SELECT jsonb_array_elements_text(fx->'delete'));
+	END IF;
+END
+$$;

@@ -1,0 +1,54 @@
+-- Retention (README, HOOKFLOW_RETENTION_MS and HOOKFLOW_DEAD_RETENTION_MS):
+-- terminated runs and old dead letters are deleted in batches; active runs
+-- are never touched.
+
+-- Deletes terminated runs `ids` (locked by the caller) with their history,
+-- memos, replay records and finished callbacks.
+CREATE FUNCTION hf_delete_runs(ids text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM step_attempt WHERE run_id = ANY (ids);
+	DELETE FROM memo WHERE run_id = ANY (ids);
+	DELETE FROM step_output WHERE run_id = ANY (ids);
+	DELETE FROM callback WHERE run_id = ANY (ids) AND status IN ('done', 'dead');
+	DELETE FROM run WHERE run_id = ANY (ids);
+END
+$$;
+
+-- Deletes up to p_limit runs that terminated at least p_retention_ms ago
+-- (0: keep forever), and dead letters (and dead callbacks) older than
+-- p_dead_ms. Returns how many rows of runs and dead letters went, so the
+-- caller repeats while a batch was full.
+CREATE FUNCTION hf_sweep(p_retention_ms bigint, p_dead_ms bigint, p_limit integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+	gone text[];
+	n integer := 0;
+	d integer := 0;
+BEGIN
+	IF p_retention_ms > 0 THEN
+		SELECT array_agg(run_id) INTO gone FROM (
+			SELECT run_id FROM run
+			WHERE finished_at <= hf_ago(p_retention_ms)
+			  AND status IN ('succeeded', 'failed', 'cancelled')
+			ORDER BY finished_at LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
+		IF gone IS NOT NULL THEN
+			PERFORM hf_delete_runs(gone);
+			n := cardinality(gone);
+		END IF;
+	END IF;
+	IF p_dead_ms > 0 THEN
+		DELETE FROM dead_letter WHERE id IN (
+			SELECT id FROM dead_letter
+			WHERE created_at <= hf_ago(p_dead_ms)
+			ORDER BY created_at LIMIT p_limit);
+		GET DIAGNOSTICS d = ROW_COUNT;
+		DELETE FROM callback WHERE id IN (
+			SELECT id FROM callback WHERE status = 'dead'
+			  AND finished_at <= hf_ago(p_dead_ms)
+			LIMIT p_limit);
+	END IF;
+	RETURN greatest(n, d);
+END
+$$;
