@@ -38,7 +38,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: check lint format format-check layers examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+.PHONY: check lint format format-check layers migrations-check examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -201,7 +201,9 @@ examples-test: all
 docker-smoke: all
 	@docker/smoke-test.sh
 
-# Static checks: formatting, the one-way layering of the folders.
+# Static checks: formatting, the one-way layering of the folders, and the
+# migrations shipped in a release left byte-identical (migrations/RELEASES,
+# scripts/check-migrations.sh, proved by tests/release/test_check_migrations.sh).
 FORMAT_SRC := $(wildcard base/*.[ch] db/*.[ch] service/*.[ch] handlers/*.[ch] cmd/*.[ch] \
                 tests/unit/*.c tests/fuzz/*.[ch] tests/bench/*.c)
 
@@ -215,7 +217,11 @@ format-check:
 layers:
 	@scripts/check-layers.sh
 
-lint: format-check layers
+migrations-check:
+	@scripts/check-migrations.sh
+	@tests/release/test_check_migrations.sh
+
+lint: format-check layers migrations-check
 
 check: deps
 	@$(MAKE) --no-print-directory lint

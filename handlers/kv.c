@@ -1,4 +1,5 @@
-/* handlers/kv: GET, PUT, DELETE /v1/kv/{key} and GET /v1/kv?prefix= (SPEC 8). */
+/* handlers/kv: GET, PUT, DELETE /v1/kv/{key} and GET /v1/kv?prefix=
+ * (openapi/openapi.yaml, tag kv). */
 #include <stdlib.h>
 #include <string.h>
 

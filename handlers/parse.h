@@ -38,10 +38,10 @@ struct run_submit_buf {
  * what is absent). Strings of `out` are borrowed from `body` or owned by `buf`,
  * so both must outlive `out`. A missing run_id gets a new ULID. `egress`
  * (borrowed) refuses a callback_url whose host is a forbidden IP address.
- * Rules: only the keys of SPEC 4; workflow required; run_id, workflow, headers
- * and kv per SPEC 2 and 4; priority 0..2^31-1; max_attempts 1..1000;
- * delay_ms 0..VERDICT_MAX_DELAY_MS; run_at RFC 3339 and not with delay_ms;
- * callback_url an http(s) URL. */
+ * Rules (schema RunSubmit of openapi/openapi.yaml): only its keys; workflow
+ * required; run_id, workflow, headers and kv as it describes them; priority
+ * 0..2^31-1; max_attempts 1..1000; delay_ms 0..VERDICT_MAX_DELAY_MS; run_at
+ * RFC 3339 and not with delay_ms; callback_url an http(s) URL. */
 enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egress,
 				struct run_submit *out, struct run_submit_buf *buf, struct err *e);
 
@@ -87,7 +87,8 @@ enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err
 
 /* ---- PUT /v1/workflows/{name} (workflows.c) ------------------------------ */
 
-/* Validates workflow body `body` into `w`, filling in the defaults of SPEC 3.
+/* Validates workflow body `body` into `w`, filling in the defaults of schema
+ * WorkflowInput (openapi/openapi.yaml).
  * w->name must already be set to the (checked) name from the path; a "name"
  * in the body must equal it. Strings are borrowed from `body`. `egress`
  * refuses a url or callback_url whose host is a forbidden IP address. */
@@ -106,9 +107,10 @@ struct group_put {
 };
 
 /* Validates group body `body` for group `group_id` (already checked with
- * ids_check_run_id) into `out`: members of SPEC 9 (1..10000, unique keys,
- * headers merged over the group's), each member's run id derived from the
- * group id and its key. */
+ * ids_check_run_id) into `out`: members as schema GroupSubmit of
+ * openapi/openapi.yaml describes them (1..10000, unique keys, headers merged
+ * over the group's), each member's run id derived from the group id and its
+ * key. */
 enum err_code groups_parse_put(const char *group_id, const json_t *body, struct group_put *out,
 			       struct err *e);
 

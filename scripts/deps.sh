@@ -19,7 +19,7 @@ packages=(
 	libcmocka-dev
 	postgresql-15
 	python3 python3-pytest python3-pytest-xdist
-	curl valgrind clang-format
+	curl valgrind clang-format git
 )
 # The contract, dashboard and examples tests run on Node.js (20 on these
 # machines); Debian's nodejs and npm stand in only where none is installed.

@@ -2,9 +2,9 @@
  *
  * Everything here is a pure function of its arguments. outcome_parse is
  * strict: a step answer is a protocol, and a typo in it ("delay": 5000) must
- * fail the step loudly rather than be ignored. The status-class table of SPEC
- * section 5 lives in status_class(); the error-body override and the error
- * text are applied on top of it in verdict_from_call(). */
+ * fail the step loudly rather than be ignored. The status-class table of
+ * docs/webhook-protocol.md (section 2) lives in status_class(); the error-body
+ * override and the error text are applied on top of it in verdict_from_call(). */
 #include "service/verdict.h"
 
 #include <inttypes.h>
@@ -329,7 +329,8 @@ void outcome_cleanup(struct outcome *o)
 
 /* ---- status classes ---- */
 
-/* SPEC section 5 for a complete non-2xx response. */
+/* The status class of a complete non-2xx response (docs/webhook-protocol.md,
+ * section 2). */
 static enum verdict_kind status_class(long status)
 {
 	if (status == 408 || status == 425 || status == 429)

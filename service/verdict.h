@@ -1,7 +1,7 @@
-/* verdict: what a webhook's answer means. The status-class table of SPEC
- * section 5, outcome-body parsing and validation, the error-body override,
- * Retry-After and the retry backoff. Pure: no I/O, no clocks (callers pass
- * `now`). */
+/* verdict: what a webhook's answer means. The status-class table of
+ * docs/webhook-protocol.md (section 2), outcome-body parsing and validation
+ * (section 3), the error-body override, Retry-After and the retry backoff.
+ * Pure: no I/O, no clocks (callers pass `now`). */
 #ifndef HOOKFLOW_VERDICT_H
 #define HOOKFLOW_VERDICT_H
 
@@ -78,7 +78,7 @@ struct verdict {
 	int64_t retry_after_ms; /* transient with a usable Retry-After: the delay; else -1 */
 };
 
-/* Classifies one call (SPEC section 5 table):
+/* Classifies one call (docs/webhook-protocol.md, section 2):
  *  - an address the egress policy refused: permanent;
  *  - transport errors (refused, DNS, TLS, reset) and timeouts: transient;
  *  - too_large: permanent "response body exceeds N bytes";

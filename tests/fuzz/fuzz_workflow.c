@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc != ERR_OK) {
 		fuzz_check_err(rc, &e);
 	} else {
-		/* What db_workflow_put is promised (the ranges of SPEC 3). */
+		/* What db_workflow_put is promised (the ranges of schema
+		 * WorkflowInput, openapi/openapi.yaml). */
 		FUZZ_CHECK(strcmp(w.name, "orders") == 0);
 		FUZZ_CHECK(w.url != NULL && strlen(w.url) <= 2048);
 		FUZZ_CHECK(w.timeout_ms >= 1 && w.timeout_ms <= 3600000);

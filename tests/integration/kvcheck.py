@@ -1,6 +1,6 @@
 """Reading application KV and dead letters for assertions: through the REST
-endpoints when they exist (SPEC sections 8 and 9), else straight from the
-database (tables `kv` and `dead_letter`)."""
+endpoints when they exist (tags kv and dead-letters of openapi/openapi.yaml),
+else straight from the database (tables `kv` and `dead_letter`)."""
 
 import json
 import urllib.parse

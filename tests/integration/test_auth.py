@@ -1,4 +1,5 @@
-"""SPEC section 2: bearer-token authentication when HOOKFLOW_API_TOKENS is set."""
+"""Bearer-token authentication when HOOKFLOW_API_TOKENS is set (the conventions
+of openapi/openapi.yaml, info.description)."""
 
 import pytest
 

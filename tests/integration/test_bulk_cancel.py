@@ -1,7 +1,8 @@
-"""SPEC section 9, bulk cancel (issue 4): POST /v1/runs:cancel {"workflow",
-"status": [...], "group_id", "created_before"} cancels exactly the matching
-active runs and answers {"cancelled": n}; in-flight calls among them are
-aborted; runs outside the filters are untouched; an empty filter set is 400."""
+"""Bulk cancel (issue 4; openapi/openapi.yaml, /v1/runs:cancel): POST
+/v1/runs:cancel {"workflow", "status": [...], "group_id", "created_before"}
+cancels exactly the matching active runs and answers {"cancelled": n};
+in-flight calls among them are aborted; runs outside the filters are untouched;
+an empty filter set is 400."""
 
 import pytest
 

@@ -1,5 +1,6 @@
-"""SPEC section 6: a terminal callback is POSTed, signed, on every termination
-path, with the documented body; a failing callback is retried."""
+"""docs/webhook-protocol.md section 6: a terminal callback is POSTed, signed,
+on every termination path, with the documented body; a failing callback is
+retried."""
 
 import pytest
 

@@ -1,5 +1,6 @@
-"""SPEC section 4, cancel: queued runs end at once (200), an in-flight call is
-aborted at once (202 cancelling), terminal runs answer 409, unknown 404."""
+"""Cancel (docs/run-states.md, openapi/openapi.yaml): queued runs end at once
+(200), an in-flight call is aborted at once (202 cancelling), terminal runs
+answer 409, unknown 404."""
 
 import threading
 import time

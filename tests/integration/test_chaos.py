@@ -1,6 +1,7 @@
-"""Crashes and shutdowns (SPEC sections 5 and 10): kill -9 mid-step with lease
-expiry and redelivery, graceful SIGTERM with calls in flight, the last
-attempt's lease expiring, and a cancel crossing instances."""
+"""Crashes and shutdowns (the settlement table of docs/webhook-protocol.md;
+README, "Cancel, leases and shutdown"): kill -9 mid-step with lease expiry and
+redelivery, graceful SIGTERM with calls in flight, the last attempt's lease
+expiring, and a cancel crossing instances."""
 
 import signal
 import threading

@@ -1,8 +1,9 @@
-"""SPEC section 9, dead letters (issue 4): GET /v1/dead-letters with workflow
-and kind filters and cursor paging, each with its last error and last HTTP
-status; POST /v1/dead-letters/{id}/redrive delivers a dead callback again with
-fresh attempts and reruns a dead step's run from that step (new generation,
-same payload); DELETE /v1/dead-letters/{id} is 204, then 404."""
+"""Dead letters (issue 4; openapi/openapi.yaml, tag dead-letters): GET
+/v1/dead-letters with workflow and kind filters and cursor paging, each with
+its last error and last HTTP status; POST /v1/dead-letters/{id}/redrive
+delivers a dead callback again with fresh attempts and reruns a dead step's run
+from that step (new generation, same payload); DELETE /v1/dead-letters/{id} is
+204, then 404."""
 
 import threading
 

@@ -1,8 +1,9 @@
-"""SPEC section 9, groups (issue 4): PUT /v1/groups/{id} records the ordered
-member set once (201), the same set again (200) submits the members whose last
-termination is not `succeeded`, another set is 409 group_mismatch, duplicate
-keys are 400; member run ids are hex SHA-256 of "<group_id>/<key>"; GET gives
-counts and paged members and long-polls with ?wait_ms; cancel and forget."""
+"""Groups (issue 4; openapi/openapi.yaml, tag groups): PUT /v1/groups/{id}
+records the ordered member set once (201), the same set again (200) submits the
+members whose last termination is not `succeeded`, another set is 409
+group_mismatch, duplicate keys are 400; member run ids are hex SHA-256 of
+"<group_id>/<key>"; GET gives counts and paged members and long-polls with
+?wait_ms; cancel and forget."""
 
 import pytest
 import threading

@@ -1,7 +1,8 @@
-"""SPEC sections 4, 5 and 8, KV: the REST endpoints (/v1/kv/{key} and the
-prefix listing) and the kv effects of submissions and step outcomes, applied
-exactly as the reference's settlement table says: with every acknowledged
-outcome, never on a step error, never when an external cancel overrides."""
+"""KV: the REST endpoints (/v1/kv/{key} and the prefix listing;
+openapi/openapi.yaml, tag kv) and the kv effects of submissions and step
+outcomes, applied exactly as the settlement table of docs/webhook-protocol.md
+says: with every acknowledged outcome, never on a step error, never when an
+external cancel overrides."""
 
 import threading
 

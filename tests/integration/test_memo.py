@@ -1,7 +1,8 @@
-"""SPEC section 8, memo: run-scope /v1/runs/{id}/memo/{key} and step-scope
-/v1/runs/{id}/steps/{n}/memo/{key}; GET {"value"} or 404, PUT {"value"} 200,
-DELETE 204. The delivery token of a step request (memo.token) authorises its
-own run's memos only; API tokens work too. Values up to 256 KiB."""
+"""Memo (openapi/openapi.yaml, tag memo): run-scope /v1/runs/{id}/memo/{key}
+and step-scope /v1/runs/{id}/steps/{n}/memo/{key}; GET {"value"} or 404, PUT
+{"value"} 200, DELETE 204. The delivery token of a step request (memo.token)
+authorises its own run's memos only; API tokens work too. Values up to 256
+KiB."""
 
 import pytest
 

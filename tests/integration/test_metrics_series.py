@@ -1,7 +1,7 @@
-"""SPEC 10: /metrics carries every series the contract lists, in Prometheus
-text format: runs by status, steps dispatched, outcomes and errors by class,
-the webhook latency histogram, jobs by state, leases expired, dead letters and
-in-flight calls."""
+"""/metrics carries every series openapi/openapi.yaml (GET /metrics) lists, in
+Prometheus text format: runs by status, steps dispatched, outcomes and errors
+by class, the webhook latency histogram, jobs by state, leases expired, dead
+letters and in-flight calls."""
 import re
 
 from harness import Reply, StepScript, succeed

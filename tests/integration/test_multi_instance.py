@@ -1,5 +1,5 @@
-"""SPEC section 10: several instances share one database; every run finishes
-and no step is settled twice."""
+"""Several instances share one database (README, "Operating it"); every run
+finishes and no step is settled twice."""
 
 import pytest
 import collections

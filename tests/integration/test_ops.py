@@ -1,4 +1,5 @@
-"""SPEC section 10 (operations) and the X-Request-Id convention of section 2."""
+"""Operations (README, "Operating it"; openapi/openapi.yaml, tag operations)
+and the X-Request-Id convention (openapi/openapi.yaml, info.description)."""
 
 import os
 import re
@@ -30,7 +31,7 @@ def test_metrics_is_prometheus_text_with_hookflow_series(api, webhook):
     sample_re = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+0-9.eEInfaN]+( \d+)?$')
     bad = [ln for ln in samples if not sample_re.match(ln)]
     assert not bad, "lines that are not Prometheus samples: %r" % bad[:10]
-    # SPEC 10 lists a webhook latency histogram: one that has seen the call above.
+    # /metrics lists a webhook latency histogram: one that has seen the call above.
     histograms = re.findall(r"^# TYPE (hookflow_\S+) histogram$", r.text, re.M)
     assert histograms, "no hookflow_ histogram in /metrics"
     counts = [float(ln.split()[-1]) for h in histograms for ln in samples if ln.startswith(h + "_count")]

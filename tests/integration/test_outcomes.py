@@ -1,5 +1,5 @@
-"""SPEC section 5, outcome bodies: continue (now and with a delay), succeed,
-fail and cancel, and the kv effects of outcomes."""
+"""Outcome bodies (docs/webhook-protocol.md, sections 3 and 4): continue (now
+and with a delay), succeed, fail and cancel, and the kv effects of outcomes."""
 
 import pytest
 

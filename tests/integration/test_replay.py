@@ -1,9 +1,9 @@
-"""SPEC section 8, step-output replay (workflow "step_output_replay": true):
-the validated outcome of a 2xx answer is stored before its settlement; if
-the service dies in between, the redelivered step is settled from the stored
-answer without calling the webhook again, with delays and signal timeouts
-shortened by the time already passed. Without replay the webhook is called
-again.
+"""Step-output replay (workflow "step_output_replay": true; the notes of the
+settlement table in docs/webhook-protocol.md): the validated outcome of a 2xx
+answer is stored before its settlement; if the service dies in between, the
+redelivered step is settled from the stored answer without calling the webhook
+again, with delays and signal timeouts shortened by the time already passed.
+Without replay the webhook is called again.
 
 Two ways to die between the answer and the settlement:
 - HOOKFLOW_TEST_FAULT=exit_before_settle: the process _exit(99)s right after

@@ -1,9 +1,10 @@
-"""SPEC section 4, rerun (issue 4): POST /v1/runs/{id}/rerun starts a new
-generation of a terminated run from step 0 or from any step it reached, with
-the payload recorded for that step, keeping its memos; 409 run_active for an
-active run; 400 for a step never reached and for `input` with a step other
-than 0; the history shows both generations, the terminal callback fires again
-and webhook-id values differ between generations."""
+"""Rerun (issue 4; docs/run-states.md, openapi/openapi.yaml): POST
+/v1/runs/{id}/rerun starts a new generation of a terminated run from step 0 or
+from any step it reached, with the payload recorded for that step, keeping its
+memos; 409 run_active for an active run; 400 for a step never reached and for
+`input` with a step other than 0; the history shows both generations, the
+terminal callback fires again and webhook-id values differ between
+generations."""
 
 import json
 import threading

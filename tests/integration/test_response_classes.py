@@ -1,6 +1,7 @@
-"""SPEC section 5, the status-class table: which webhook answers are transient
-(retried), which are permanent (the run fails at once), Retry-After, the
-error-body override, response size cap, deadline and transport errors."""
+"""The status-class table (docs/webhook-protocol.md, section 2): which webhook
+answers are transient (retried), which are permanent (the run fails at once),
+Retry-After, the error-body override, response size cap, deadline and transport
+errors."""
 
 import email.utils
 import json

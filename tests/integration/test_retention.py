@@ -1,7 +1,8 @@
-"""SPEC section 8, retention: HOOKFLOW_RETENTION_MS deletes terminated runs
-that long after they ended, with their step history, memos and replay
-records, in bounded batches; active runs (including long signal waits) are
-never touched. Dead letters expire after HOOKFLOW_DEAD_RETENTION_MS."""
+"""Retention (README, "Configuration" and "Operations"): HOOKFLOW_RETENTION_MS
+deletes terminated runs that long after they ended, with their step history,
+memos and replay records, in bounded batches; active runs (including long
+signal waits) are never touched. Dead letters expire after
+HOOKFLOW_DEAD_RETENTION_MS."""
 
 import re
 import time

@@ -1,5 +1,5 @@
-"""SPEC section 5: transient errors retry up to max_attempts, and the last
-attempt dead-letters the step and fails the run."""
+"""docs/webhook-protocol.md, sections 2 and 4: transient errors retry up to
+max_attempts, and the last attempt dead-letters the step and fails the run."""
 
 from harness import Reply, StepScript, cont
 from kvcheck import step_dead_letters

@@ -1,5 +1,6 @@
-"""SPEC section 4, reading runs: GET /v1/runs/{id} (and ?wait_ms long-poll),
-GET /v1/runs/{id}/steps, GET /v1/runs with filters and cursor paging."""
+"""Reading runs (openapi/openapi.yaml, tag runs): GET /v1/runs/{id} (and
+?wait_ms long-poll), GET /v1/runs/{id}/steps, GET /v1/runs with filters and
+cursor paging."""
 
 import base64
 import threading

@@ -1,5 +1,6 @@
-"""SPEC section 4, submit: POST /v1/runs validation, defaults, generated ids,
-idempotent resubmission over canonical JSON, and the kv effects."""
+"""Submit (openapi/openapi.yaml, POST /v1/runs): POST /v1/runs validation,
+defaults, generated ids, idempotent resubmission over canonical JSON, and the
+kv effects."""
 
 import json
 import time

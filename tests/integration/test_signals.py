@@ -1,7 +1,8 @@
-"""SPEC section 7, signals: a step waits for a signal on a correlation key
-(wait_for_signal), POST /v1/signals/{key} delivers or buffers it, DELETE
-clears a buffered one. One waiter per key, timeouts, cancel of a waiting run,
-redelivery, several instances, and key encoding in the path."""
+"""Signals (docs/webhook-protocol.md section 5, docs/run-states.md): a step
+waits for a signal on a correlation key (wait_for_signal), POST
+/v1/signals/{key} delivers or buffers it, DELETE clears a buffered one. One
+waiter per key, timeouts, cancel of a waiting run, redelivery, several
+instances, and key encoding in the path."""
 
 import threading
 import time

@@ -1,5 +1,5 @@
-"""SPEC section 5: what hookflow sends to the step webhook (headers, Standard
-Webhooks signature, body fields)."""
+"""docs/webhook-protocol.md section 1: what hookflow sends to the step webhook
+(headers, Standard Webhooks signature, body fields)."""
 
 import time
 

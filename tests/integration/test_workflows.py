@@ -1,4 +1,5 @@
-"""SPEC section 3 (workflows) and the request conventions of section 2."""
+"""Workflows (openapi/openapi.yaml, tag workflows) and the request conventions
+(openapi/openapi.yaml, info.description)."""
 
 import json
 
