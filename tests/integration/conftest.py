@@ -89,19 +89,21 @@ class Services:
         self.instances = []
         item._hookflow_services = self.instances
 
-    def new(self, **env):
-        """A Service not started yet (start() it)."""
+    def new(self, binary=None, port=None, **env):
+        """A Service not started yet (start() it). `binary` runs another build
+        than the one under test (an earlier release, for the upgrade tests);
+        `port` listens where an earlier instance did."""
         n = len(self.instances) + 1
         log = os.path.join(self.log_dir, "%s.hookflow-%d.log" % (self.test_name, n))
         if os.path.exists(log):
             os.unlink(log)
-        svc = Service(self.binary, self.db, log, env)
+        svc = Service(binary or self.binary, self.db, log, env, port=port)
         self.instances.append(svc)
         return svc
 
-    def start(self, **env):
+    def start(self, binary=None, port=None, **env):
         """Starts an instance with HOOKFLOW_* overrides and waits for /readyz 200."""
-        return self.new(**env).start()
+        return self.new(binary=binary, port=port, **env).start()
 
     def stop_all(self):
         """SIGTERMs every running instance. An instance that does not exit within

@@ -479,7 +479,7 @@ class Service:
             raise ServiceError("service binary %s does not exist (run `make`)" % self.binary)
         self.signalled = False
         log = open(self.log_path, "ab")
-        log.write(b"\n===== start %s =====\n" % time.strftime("%H:%M:%S").encode())
+        log.write(b"\n===== start %s (%s) =====\n" % (time.strftime("%H:%M:%S").encode(), self.binary.encode()))
         log.flush()
         try:
             self.proc = subprocess.Popen([self.binary, "serve"], env=self.environment(),
