@@ -153,6 +153,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (int_var("HOOKFLOW_MAX_RESPONSE_BYTES", 1 << 20, 1024, 64LL << 20,
 		    &c->max_response_bytes, e))
 		return e->code;
+	if (int_var("HOOKFLOW_MAX_PAGE_BYTES", 4 << 20, 1024, 1LL << 30, &c->max_page_bytes, e))
+		return e->code;
 	if (int_var("HOOKFLOW_RETENTION_MS", 0, 0, INT64_MAX / 2, &c->retention_ms, e))
 		return e->code;
 	if (int_var("HOOKFLOW_DEAD_RETENTION_MS", 7LL * 24 * 3600 * 1000, 0, INT64_MAX / 2,

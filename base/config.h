@@ -23,6 +23,7 @@ struct config {
 	int lease_ms;               /* HOOKFLOW_LEASE_MS, default 30000 */
 	int64_t max_body_bytes;     /* HOOKFLOW_MAX_BODY_BYTES, default 1 MiB */
 	int64_t max_response_bytes; /* HOOKFLOW_MAX_RESPONSE_BYTES, default 1 MiB */
+	int64_t max_page_bytes;     /* HOOKFLOW_MAX_PAGE_BYTES, default 4 MiB */
 	int64_t retention_ms;       /* HOOKFLOW_RETENTION_MS, default 0 (keep) */
 	int64_t dead_retention_ms;  /* HOOKFLOW_DEAD_RETENTION_MS, default 7 days */
 	int log_level;              /* HOOKFLOW_LOG_LEVEL debug|info|warn|error */

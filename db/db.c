@@ -271,19 +271,41 @@ const char *db_str(const PGresult *r, int row, int col)
 	return PQgetvalue(r, row, col);
 }
 
-void db_page(PGresult *r, int limit, int json_col, int ms_col, int id_col, json_t **items,
-	     char **next)
+void db_page_params(const struct db_page_req *pg, struct db_page_params *out)
 {
-	int n = PQntuples(r);
-	json_t *arr = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(arr, db_json(r, i, json_col));
+	snprintf(out->limit, sizeof out->limit, "%d", pg->limit);
+	snprintf(out->max_bytes, sizeof out->max_bytes, "%lld", (long long)pg->max_bytes);
+}
+
+enum err_code db_page(PGresult *r, json_t **items, char **next, struct err *e)
+{
+	*items = NULL;
 	*next = NULL;
-	if (n > limit)
-		*next = db_cursor_encode(ms_col < 0 ? 0 : db_i64(r, limit - 1, ms_col),
-					 PQgetvalue(r, limit - 1, id_col));
+	int n = PQntuples(r), shown = 0;
+	json_t *arr = json_array();
+	if (arr == NULL) {
+		PQclear(r);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	/* The items come first; a row without one says that the list goes on. */
+	for (; shown < n && !PQgetisnull(r, shown, 0); shown++) {
+		if (json_array_append_new(arr, db_json(r, shown, 0)) != 0) {
+			json_decref(arr);
+			PQclear(r);
+			return err_set(e, ERR_INTERNAL, "page: unreadable item");
+		}
+	}
+	if (shown > 0 && shown < n) {
+		*next = db_cursor_encode(db_i64(r, shown - 1, 1), PQgetvalue(r, shown - 1, 2));
+		if (*next == NULL) {
+			json_decref(arr);
+			PQclear(r);
+			return err_set(e, ERR_INTERNAL, "page: cannot make the cursor");
+		}
+	}
 	PQclear(r);
 	*items = arr;
+	return ERR_OK;
 }
 
 char *db_cursor_encode(int64_t ms, const char *id)

@@ -9,11 +9,24 @@
 #define HOOKFLOW_DB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
 struct db_conn;
 struct db_pool;
+
+/* What a list asks for: the items after `cursor` (an opaque next_cursor of
+ * the same list, borrowed; NULL: the first page), at most `limit` of them and
+ * at most `max_bytes` of their JSON text in all, as PostgreSQL renders it. A
+ * first item larger than `max_bytes` comes alone, so paging always
+ * progresses. The page ends early (with a next cursor) at whichever bound
+ * comes first. */
+struct db_page_req {
+	int limit; /* >= 1 */
+	const char *cursor;
+	int64_t max_bytes; /* >= 1 */
+};
 
 /* Opens a connection to `url` (borrowed). On success *out is a new connection
  * owned by the caller (db_conn_free). Failure: ERR_UNAVAILABLE. */

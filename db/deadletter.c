@@ -9,41 +9,43 @@
 
 static const struct db_stmt q_list = {
 	"deadletter_list",
-	"SELECT jsonb_build_object('id', d.id, 'kind', d.kind, 'run_id', d.run_id,"
-	" 'workflow', d.workflow, 'generation', d.generation, 'step', d.step,"
-	" 'attempts', d.attempts, 'last_error', d.last_error,"
-	" 'last_http_status', d.last_http_status, 'payload', d.payload,"
-	" 'created_at', hf_ts(d.created_at)), hf_us(d.created_at), d.id"
-	" FROM dead_letter d WHERE ($1::text IS NULL OR d.workflow = $1)"
-	" AND ($2::text IS NULL OR d.kind = $2)"
-	" AND ($3::bigint IS NULL OR d.created_at < hf_from_us($3::bigint)"
-	"      OR (d.created_at = hf_from_us($3::bigint) AND d.id < $4))"
-	" ORDER BY d.created_at DESC, d.id DESC LIMIT $5",
-	5};
+	DB_PAGE_SQL("SELECT jsonb_build_object('id', d.id, 'kind', d.kind, 'run_id', d.run_id,"
+		    " 'workflow', d.workflow, 'generation', d.generation, 'step', d.step,"
+		    " 'attempts', d.attempts, 'last_error', d.last_error,"
+		    " 'last_http_status', d.last_http_status, 'payload', d.payload,"
+		    " 'created_at', hf_ts(d.created_at))::text AS item,"
+		    " hf_us(d.created_at) AS ms, d.id AS id, d.created_at AS k_created"
+		    " FROM dead_letter d WHERE ($1::text IS NULL OR d.workflow = $1)"
+		    " AND ($2::text IS NULL OR d.kind = $2)"
+		    " AND ($3::bigint IS NULL OR d.created_at < hf_from_us($3::bigint)"
+		    "      OR (d.created_at = hf_from_us($3::bigint) AND d.id < $4))"
+		    " ORDER BY d.created_at DESC, d.id DESC",
+		    "k_created DESC, id DESC", "$5", "$6"),
+	6};
 static const struct db_stmt q_redrive = {"deadletter_redrive", "SELECT hf_redrive($1)", 1};
 static const struct db_stmt q_delete = {"deadletter_delete",
 					"DELETE FROM dead_letter WHERE id = $1 RETURNING 1", 1};
 
 enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
-				 int limit, const char *cursor, json_t **items, char **next,
+				 const struct db_page_req *pg, json_t **items, char **next,
 				 struct err *e)
 {
 	*items = NULL;
 	*next = NULL;
 	char *after_id = NULL;
 	int64_t after_us = 0;
-	if (cursor != NULL && db_cursor_decode(cursor, &after_us, &after_id, e))
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &after_us, &after_id, e))
 		return e->code;
-	char us[24], lim[16];
+	char us[24];
+	struct db_page_params pp;
 	snprintf(us, sizeof us, "%lld", (long long)after_us);
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p[5] = {workflow, kind, after_id ? us : NULL, after_id, lim};
+	db_page_params(pg, &pp);
+	const char *p[6] = {workflow, kind, after_id ? us : NULL, after_id, pp.limit, pp.max_bytes};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	db_page(r, limit, 0, 1, 2, items, next);
-	return ERR_OK;
+	return db_page(r, items, next, e);
 }
 
 enum err_code db_deadletter_redrive(struct db_conn *c, const char *id, const char **kind,

@@ -8,10 +8,11 @@
 #include "base/err.h"
 #include "db/db.h"
 
-/* Dead letters, newest first, filtered by workflow and kind ("step" or
- * "callback"; NULL: any). */
+/* One page (`pg`, borrowed) of the dead letters, newest first, filtered by
+ * workflow and kind ("step" or "callback"; NULL: any): *items a new JSON
+ * array, *next a malloc'd cursor or NULL on the last page. */
 enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
-				 int limit, const char *cursor, json_t **items, char **next,
+				 const struct db_page_req *pg, json_t **items, char **next,
 				 struct err *e);
 
 /* Redrives dead letter `id`: *kind receives "step" or "callback" (static).

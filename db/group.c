@@ -27,11 +27,13 @@ static const struct db_stmt q_counts = {
 	1};
 static const struct db_stmt q_members = {
 	"group_members",
-	"SELECT jsonb_build_object('key', m.key, 'run_id', m.run_id, 'status', r.status,"
-	" 'result', r.result, 'error', r.error, 'generation', r.generation), m.ord"
-	" FROM group_member m LEFT JOIN run r ON r.run_id = m.run_id"
-	" WHERE m.group_id = $1 AND m.ord > $2 ORDER BY m.ord LIMIT $3",
-	3};
+	DB_PAGE_SQL("SELECT jsonb_build_object('key', m.key, 'run_id', m.run_id,"
+		    " 'status', r.status, 'result', r.result, 'error', r.error,"
+		    " 'generation', r.generation)::text AS item, m.ord AS ms, 'm' AS id"
+		    " FROM group_member m LEFT JOIN run r ON r.run_id = m.run_id"
+		    " WHERE m.group_id = $1 AND m.ord > $2 ORDER BY m.ord",
+		    "ms", "$3", "$4"),
+	4};
 static const struct db_stmt q_cancel = {"group_cancel",
 					"SELECT hf_cancel_many(NULL, NULL, $1, NULL, 1000000)", 1};
 static const struct db_stmt q_forget = {"group_forget", "SELECT hf_group_forget($1)", 1};
@@ -68,14 +70,14 @@ enum err_code db_group_submit(struct db_conn *c, const char *group_id, const cha
 	return ERR_OK;
 }
 
-enum err_code db_group_get(struct db_conn *c, const char *group_id, int limit, const char *cursor,
+enum err_code db_group_get(struct db_conn *c, const char *group_id, const struct db_page_req *pg,
 			   json_t **out, char **next, bool *done, struct err *e)
 {
 	*out = NULL;
 	*next = NULL;
 	char *after = NULL;
 	int64_t ord = -1;
-	if (cursor != NULL && db_cursor_decode(cursor, &ord, &after, e))
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ord, &after, e))
 		return e->code;
 	free(after);
 	const char *p1[1] = {group_id};
@@ -95,22 +97,17 @@ enum err_code db_group_get(struct db_conn *c, const char *group_id, int limit, c
 	*done = db_i64(r, 0, 3) + db_i64(r, 0, 4) == 0;
 	PQclear(r);
 
-	char after_ord[24], lim[16];
+	char after_ord[24];
+	struct db_page_params pp;
 	snprintf(after_ord, sizeof after_ord, "%lld", (long long)ord);
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p2[3] = {group_id, after_ord, lim};
+	db_page_params(pg, &pp);
+	const char *p2[4] = {group_id, after_ord, pp.limit, pp.max_bytes};
+	json_t *arr = NULL;
 	r = db_exec(c, &q_members, p2, e);
-	if (r == NULL) {
+	if (r == NULL || db_page(r, &arr, next, e)) {
 		json_decref(g);
 		return e->code;
 	}
-	int n = PQntuples(r);
-	json_t *arr = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(arr, db_json(r, i, 0));
-	if (n > limit)
-		*next = db_cursor_encode(db_i64(r, limit - 1, 1), "m");
-	PQclear(r);
 	json_object_set_new(g, "members", arr);
 	json_object_set_new(g, "next_cursor", *next ? json_string(*next) : json_null());
 	*out = g;

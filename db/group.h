@@ -17,10 +17,11 @@ enum err_code db_group_submit(struct db_conn *c, const char *group_id, const cha
 			      int priority, int max_attempts, bool *created, int *submitted,
 			      struct err *e);
 
-/* The group's JSON: counts and up to `limit` members after `cursor` (new
- * reference), *next the next cursor or NULL, *done whether every member is
- * terminal. ERR_NOT_FOUND for an unknown group. */
-enum err_code db_group_get(struct db_conn *c, const char *group_id, int limit, const char *cursor,
+/* The group's JSON (new reference): counts and one page (`pg`, borrowed) of
+ * members with its next_cursor, which is also returned in *next (malloc'd, or
+ * NULL on the last page); *done whether every member is terminal.
+ * ERR_NOT_FOUND for an unknown group. */
+enum err_code db_group_get(struct db_conn *c, const char *group_id, const struct db_page_req *pg,
 			   json_t **out, char **next, bool *done, struct err *e);
 
 /* Cancels the group's active members; *n receives how many. */

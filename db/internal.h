@@ -41,12 +41,41 @@ json_t *db_json(const PGresult *r, int row, int col);
 int64_t db_i64(const PGresult *r, int row, int col);
 const char *db_str(const PGresult *r, int row, int col);
 
-/* Turns the rows of a page query (fetched with LIMIT limit + 1) into a new
- * JSON array of column `json_col` in *items and, when a further row exists,
- * the cursor of the last row shown in *next (malloc'd; NULL on the last
- * page): its column `ms_col` (-1: 0) and its id column `id_col`. Clears `r`. */
-void db_page(PGresult *r, int limit, int json_col, int ms_col, int id_col, json_t **items,
-	     char **next);
+/* The SQL of one page of a list, bounded in items and in bytes (struct
+ * db_page_req). `inner` is the list's query up to its ORDER BY (no LIMIT): its
+ * first three output columns are `item` (the item's JSON as text), `ms` and
+ * `id` (the row's cursor parts: an integer and text), and it is ordered by `keys`,
+ * which names its output columns (so that the window below reuses the order
+ * and nothing is sorted again). `lim` and `cap` are the statement's
+ * parameters carrying the page's limit and byte cap ("$8").
+ *
+ * PostgreSQL reads at most lim + 1 rows and keeps a running sum of their JSON
+ * text; only items inside both bounds travel: the first row always, then
+ * each row while the sum up to it stays within `cap`. One more row comes
+ * back with item NULL when the list goes on (the cursor is then that of the
+ * last item). So the result holds at most `cap` bytes of items, or one item
+ * larger than `cap`, never lim + 1 items. */
+#define DB_PAGE_SQL(inner, keys, lim, cap)                                                 \
+	"SELECT CASE WHEN p.hf_n <= " lim "::integer AND (p.hf_n = 1 OR p.hf_upto <= " cap \
+	"::bigint) THEN p.item END, p.ms, p.id"                                            \
+	" FROM (SELECT q.*, row_number() OVER w AS hf_n, sum(octet_length(q.item)) OVER w" \
+	" AS hf_upto FROM (" inner " LIMIT " lim "::integer + 1) q"                        \
+	" WINDOW w AS (ORDER BY " keys " ROWS UNBOUNDED PRECEDING)) p"                     \
+	" WHERE p.hf_n <= 2 OR p.hf_upto - octet_length(p.item) <= " cap "::bigint"        \
+	" ORDER BY " keys
+
+/* The limit and byte cap of `pg` as text parameters for DB_PAGE_SQL. */
+struct db_page_params {
+	char limit[16];
+	char max_bytes[24];
+};
+void db_page_params(const struct db_page_req *pg, struct db_page_params *out);
+
+/* Turns the rows of a DB_PAGE_SQL query into a new JSON array of the items in
+ * *items and, when the list goes on, the cursor of the last item in *next
+ * (malloc'd; NULL on the last page). Clears `r` in every case. ERR_INTERNAL
+ * (nothing returned) when an item is not JSON or out of memory. */
+enum err_code db_page(PGresult *r, json_t **items, char **next, struct err *e);
 
 /* Opaque pagination cursors: base64url of "<created ms>|<id>". */
 char *db_cursor_encode(int64_t ms, const char *id);

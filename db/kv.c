@@ -14,9 +14,11 @@ static const struct db_stmt q_get = {"kv_get", "SELECT " ITEM " FROM kv WHERE ke
  * 128 copies of the largest code point (U+10FFFF, the largest UTF-8 bytes). */
 static const struct db_stmt q_list = {
 	"kv_list",
-	"SELECT " ITEM ", key FROM kv WHERE key >= $1 AND key < $1 || repeat(chr(1114111), 128)"
-	" AND starts_with(key, $1) AND ($2::text IS NULL OR key > $2) ORDER BY key LIMIT $3",
-	3};
+	DB_PAGE_SQL("SELECT " ITEM "::text AS item, 0::bigint AS ms, key AS id FROM kv"
+		    " WHERE key >= $1 AND key < $1 || repeat(chr(1114111), 128)"
+		    " AND starts_with(key, $1) AND ($2::text IS NULL OR key > $2) ORDER BY key",
+		    "id", "$3", "$4"),
+	4};
 static const struct db_stmt q_put = {
 	"kv_put",
 	"INSERT INTO kv AS k (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE"
@@ -43,24 +45,23 @@ enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struc
 	return ERR_OK;
 }
 
-enum err_code db_kv_list(struct db_conn *c, const char *prefix, int limit, const char *cursor,
+enum err_code db_kv_list(struct db_conn *c, const char *prefix, const struct db_page_req *pg,
 			 json_t **items, char **next, struct err *e)
 {
 	*items = NULL;
 	*next = NULL;
 	char *after = NULL;
 	int64_t ignored;
-	if (cursor != NULL && db_cursor_decode(cursor, &ignored, &after, e))
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ignored, &after, e))
 		return e->code;
-	char lim[16];
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p[3] = {prefix, after, lim};
+	struct db_page_params pp;
+	db_page_params(pg, &pp);
+	const char *p[4] = {prefix, after, pp.limit, pp.max_bytes};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after);
 	if (r == NULL)
 		return e->code;
-	db_page(r, limit, 0, -1, 1, items, next);
-	return ERR_OK;
+	return db_page(r, items, next, e);
 }
 
 enum err_code db_kv_put(struct db_conn *c, const char *key, const char *value_json, json_t **item,

@@ -11,8 +11,10 @@
 /* The item of `key` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struct err *e);
 
-/* Items whose key starts with `prefix` ("" for all), by key, after `cursor`. */
-enum err_code db_kv_list(struct db_conn *c, const char *prefix, int limit, const char *cursor,
+/* One page (`pg`, borrowed) of the items whose key starts with `prefix` (""
+ * for all), by key: *items a new JSON array, *next a malloc'd cursor or NULL
+ * on the last page. */
+enum err_code db_kv_list(struct db_conn *c, const char *prefix, const struct db_page_req *pg,
 			 json_t **items, char **next, struct err *e);
 
 /* Writes `value_json` (JSON text) at `key`; *item is the stored item. */

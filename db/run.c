@@ -1,6 +1,7 @@
 /* db/run: SQL of the run table for the API (submit, read, history, list, cancel). */
 #include "db/run.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +17,40 @@ static const struct db_stmt q_get = {
 	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
 	" FROM run r WHERE r.run_id = $1",
 	1};
+/* History in the order attempts happen: a generation's steps in turn, each
+ * one's attempts in turn, a rerun's generation after the last (the unique
+ * index of step_attempt serves this order and the cursor). */
 static const struct db_stmt q_steps = {
 	"run_steps",
-	"SELECT (SELECT count(*) FROM run WHERE run_id = $1),"
-	" coalesce(jsonb_agg(jsonb_build_object('step', a.step, 'attempt', a.attempt,"
-	" 'generation', a.generation, 'payload', a.payload, 'signal', a.signal,"
-	" 'started_at', hf_ts(a.started_at), 'finished_at', hf_ts(a.finished_at),"
-	" 'duration_ms', hf_ms(a.finished_at) - hf_ms(a.started_at), 'result', a.result,"
-	" 'http_status', a.http_status, 'error', a.error) ORDER BY a.id), '[]')"
-	" FROM step_attempt a WHERE a.run_id = $1",
-	1};
+	DB_PAGE_SQL(
+		"SELECT jsonb_build_object('step', a.step, 'attempt', a.attempt,"
+		" 'generation', a.generation, 'payload', a.payload, 'signal', a.signal,"
+		" 'started_at', hf_ts(a.started_at), 'finished_at', hf_ts(a.finished_at),"
+		" 'duration_ms', hf_ms(a.finished_at) - hf_ms(a.started_at),"
+		" 'result', a.result, 'http_status', a.http_status, 'error', a.error)::text"
+		" AS item, a.generation AS ms, a.step || '.' || a.attempt AS id,"
+		" a.step AS k_step, a.attempt AS k_attempt"
+		" FROM step_attempt a WHERE a.run_id = $1"
+		" AND (a.generation, a.step, a.attempt) > ($2::integer, $3::integer, $4::integer)"
+		" ORDER BY a.generation, a.step, a.attempt",
+		"ms, k_step, k_attempt", "$5", "$6"),
+	6};
+static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 static const struct db_stmt q_list = {
 	"run_list",
-	"SELECT hf_run_json(r), hf_us(r.created_at), r.run_id FROM run r"
-	" WHERE ($1::text IS NULL OR r.workflow = $1)"
-	" AND ($2::text[] IS NULL OR r.status = ANY ($2::text[]))"
-	" AND ($3::text IS NULL OR r.group_id = $3)"
-	" AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
-	" AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
-	" AND ($6::bigint IS NULL OR r.created_at < hf_from_us($6::bigint)"
-	"      OR (r.created_at = hf_from_us($6::bigint) AND r.run_id < $7))"
-	" ORDER BY r.created_at DESC, r.run_id DESC LIMIT $8",
-	8};
+	DB_PAGE_SQL(
+		"SELECT hf_run_json(r)::text AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
+		" r.created_at AS k_created FROM run r"
+		" WHERE ($1::text IS NULL OR r.workflow = $1)"
+		" AND ($2::text[] IS NULL OR r.status = ANY ($2::text[]))"
+		" AND ($3::text IS NULL OR r.group_id = $3)"
+		" AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
+		" AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
+		" AND ($6::bigint IS NULL OR r.created_at < hf_from_us($6::bigint)"
+		"      OR (r.created_at = hf_from_us($6::bigint) AND r.run_id < $7))"
+		" ORDER BY r.created_at DESC, r.run_id DESC",
+		"k_created DESC, id DESC", "$8", "$9"),
+	9};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
 					1};
 static const struct db_stmt q_rerun = {"run_rerun",
@@ -148,42 +161,91 @@ enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bo
 	return ERR_OK;
 }
 
-enum err_code db_run_steps(struct db_conn *c, const char *run_id, json_t **out, struct err *e)
+/* The position "<step>.<attempt>" of a steps cursor (its generation is the
+ * number part). */
+static enum err_code steps_cursor(const char *pos, int *step, int *attempt, struct err *e)
 {
-	*out = NULL;
-	const char *p[1] = {run_id};
-	PGresult *r = db_exec(c, &q_steps, p, e);
-	if (r == NULL)
-		return e->code;
-	if (db_i64(r, 0, 0) == 0) {
-		PQclear(r);
-		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
-	}
-	*out = db_json(r, 0, 1);
-	PQclear(r);
+	char *end = NULL;
+	long s = isdigit((unsigned char)pos[0]) ? strtol(pos, &end, 10) : -1;
+	if (s < 0 || s > INT32_MAX || *end != '.')
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	const char *a_text = end + 1;
+	long a = isdigit((unsigned char)a_text[0]) ? strtol(a_text, &end, 10) : -1;
+	if (a < 0 || a > INT32_MAX || *end != '\0')
+		return err_set(e, ERR_INVALID, "cursor: malformed");
+	*step = (int)s;
+	*attempt = (int)a;
 	return ERR_OK;
 }
 
-enum err_code db_run_list(struct db_conn *c, const struct run_filter *f, int limit,
-			  const char *cursor, json_t **items, char **next, struct err *e)
+enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
+			   json_t **items, char **next, struct err *e)
+{
+	*items = NULL;
+	*next = NULL;
+	int64_t gen = 0;
+	int step = -1, attempt = -1;
+	if (pg->cursor != NULL) {
+		char *pos = NULL;
+		enum err_code rc = db_cursor_decode(pg->cursor, &gen, &pos, e);
+		if (rc == ERR_OK)
+			rc = steps_cursor(pos, &step, &attempt, e);
+		free(pos);
+		if (rc)
+			return rc;
+		if (gen > INT32_MAX)
+			return err_set(e, ERR_INVALID, "cursor: malformed");
+	}
+	char g[24], s[16], a[16];
+	struct db_page_params pp;
+	snprintf(g, sizeof g, "%lld", (long long)gen);
+	snprintf(s, sizeof s, "%d", step);
+	snprintf(a, sizeof a, "%d", attempt);
+	db_page_params(pg, &pp);
+	const char *p[6] = {run_id, g, s, a, pp.limit, pp.max_bytes};
+	PGresult *r = db_exec(c, &q_steps, p, e);
+	if (r == NULL)
+		return e->code;
+	bool empty = PQntuples(r) == 0;
+	if (db_page(r, items, next, e))
+		return e->code;
+	if (empty) { /* no history, or no run at all? */
+		const char *p1[1] = {run_id};
+		r = db_exec(c, &q_exists, p1, e);
+		if (r == NULL || PQntuples(r) == 0) {
+			if (r != NULL)
+				err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+			PQclear(r);
+			json_decref(*items);
+			*items = NULL;
+			return e->code;
+		}
+		PQclear(r);
+	}
+	return ERR_OK;
+}
+
+enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
+			  const struct db_page_req *pg, json_t **items, char **next, struct err *e)
 {
 	*items = NULL;
 	*next = NULL;
 	char *after_id = NULL;
 	int64_t after_us = 0;
-	if (cursor != NULL && db_cursor_decode(cursor, &after_us, &after_id, e))
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &after_us, &after_id, e))
 		return e->code;
-	char us[24], lim[16];
+	char us[24];
+	struct db_page_params pp;
 	snprintf(us, sizeof us, "%lld", (long long)after_us);
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p[8] = {f->workflow,       f->statuses,          f->group_id, f->created_after,
-			    f->created_before, after_id ? us : NULL, after_id,    lim};
+	db_page_params(pg, &pp);
+	const char *p[9] = {f->workflow,      f->statuses,       f->group_id,
+			    f->created_after, f->created_before, after_id ? us : NULL,
+			    after_id,         pp.limit,          pp.max_bytes};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	db_page(r, limit, 0, 1, 2, items, next);
-	return ERR_OK;
+	return db_page(r, items, next, e);
 }
 
 enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,

@@ -53,8 +53,12 @@ enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
 enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
 			 struct err *e);
 
-/* The attempt history of run `run_id`, oldest first, as a new JSON array. */
-enum err_code db_run_steps(struct db_conn *c, const char *run_id, json_t **out, struct err *e);
+/* One page (`pg`, borrowed) of the attempt history of run `run_id`, oldest
+ * first: *items a new JSON array, *next a malloc'd cursor or NULL on the last
+ * page. ERR_NOT_FOUND when the run does not exist, ERR_INVALID for a
+ * malformed cursor. */
+enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
+			   json_t **items, char **next, struct err *e);
 
 struct run_filter {
 	const char *workflow;       /* NULL: any */
@@ -64,10 +68,10 @@ struct run_filter {
 	const char *created_before; /* RFC 3339 or NULL */
 };
 
-/* Runs matching `f`, newest first, after `cursor` (NULL: first page). *items is
- * a new JSON array; *next a malloc'd cursor or NULL on the last page. */
-enum err_code db_run_list(struct db_conn *c, const struct run_filter *f, int limit,
-			  const char *cursor, json_t **items, char **next, struct err *e);
+/* One page (`pg`, borrowed) of the runs matching `f`, newest first. *items
+ * is a new JSON array; *next a malloc'd cursor or NULL on the last page. */
+enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
+			  const struct db_page_req *pg, json_t **items, char **next, struct err *e);
 
 enum run_cancel_result { RUN_CANCELLED = 1, RUN_CANCELLING };
 

@@ -25,9 +25,10 @@ static const struct db_stmt q_get = {
 	"workflow_get", "SELECT hf_workflow_json(w) FROM workflow w WHERE name = $1", 1};
 static const struct db_stmt q_list = {
 	"workflow_list",
-	"SELECT hf_workflow_json(w), w.name FROM workflow w WHERE $1::text IS NULL OR w.name > $1"
-	" ORDER BY w.name LIMIT $2",
-	2};
+	DB_PAGE_SQL("SELECT hf_workflow_json(w)::text AS item, 0::bigint AS ms, w.name AS id"
+		    " FROM workflow w WHERE $1::text IS NULL OR w.name > $1 ORDER BY w.name",
+		    "id", "$2", "$3"),
+	3};
 static const struct db_stmt q_delete = {"workflow_delete", "SELECT hf_workflow_delete($1)", 1};
 
 enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, bool *created,
@@ -77,24 +78,23 @@ enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out,
 	return ERR_OK;
 }
 
-enum err_code db_workflow_list(struct db_conn *c, int limit, const char *cursor, json_t **items,
+enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, json_t **items,
 			       char **next, struct err *e)
 {
 	*items = NULL;
 	*next = NULL;
 	char *after = NULL;
 	int64_t ignored;
-	if (cursor != NULL && db_cursor_decode(cursor, &ignored, &after, e))
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ignored, &after, e))
 		return e->code;
-	char lim[16];
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *p[2] = {after, lim};
+	struct db_page_params pp;
+	db_page_params(pg, &pp);
+	const char *p[3] = {after, pp.limit, pp.max_bytes};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after);
 	if (r == NULL)
 		return e->code;
-	db_page(r, limit, 0, -1, 1, items, next);
-	return ERR_OK;
+	return db_page(r, items, next, e);
 }
 
 enum err_code db_workflow_delete(struct db_conn *c, const char *name, struct err *e)

@@ -32,9 +32,9 @@ enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, b
 /* The public JSON of workflow `name` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e);
 
-/* Up to `limit` workflows by name after `after` (NULL: from the start) as a new
- * JSON array in *items; *next is a malloc'd cursor, or NULL on the last page. */
-enum err_code db_workflow_list(struct db_conn *c, int limit, const char *cursor, json_t **items,
+/* One page (`pg`, borrowed) of the workflows by name as a new JSON array in
+ * *items; *next is a malloc'd cursor, or NULL on the last page. */
+enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, json_t **items,
 			       char **next, struct err *e);
 
 /* Deletes workflow `name`: ERR_NOT_FOUND, or ERR_WORKFLOW_IN_USE while it has

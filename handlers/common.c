@@ -44,16 +44,23 @@ enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int
 	return ERR_OK;
 }
 
-enum err_code hc_paging(struct http_req *r, int *limit, const char **cursor, struct err *e)
+enum err_code hc_paging(struct http_req *r, int def_limit, struct db_page_req *pg, struct err *e)
 {
 	int64_t n;
-	if (hc_query_int(r, "limit", 1, 1000, 100, &n, e))
+	*pg = hc_first_page(r, def_limit);
+	if (hc_query_int(r, "limit", 1, HC_MAX_PAGE_LIMIT, def_limit, &n, e))
 		return e->code;
-	*limit = (int)n;
-	*cursor = http_req_query(r, "cursor");
-	if (*cursor != NULL && **cursor == '\0')
-		*cursor = NULL;
+	pg->limit = (int)n;
+	pg->cursor = http_req_query(r, "cursor");
+	if (pg->cursor != NULL && *pg->cursor == '\0')
+		pg->cursor = NULL;
 	return ERR_OK;
+}
+
+struct db_page_req hc_first_page(struct http_req *r, int limit)
+{
+	return (struct db_page_req){
+		.limit = limit, .cursor = NULL, .max_bytes = http_req_app(r)->cfg->max_page_bytes};
 }
 
 enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct err *e)

@@ -15,14 +15,22 @@
 
 #define HC_DB_WAIT_MS 5000
 #define HC_MAX_URL 2048
+#define HC_PAGE_LIMIT 100        /* default `limit` of a list */
+#define HC_STEPS_PAGE_LIMIT 1000 /* default `limit` of a run's history */
+#define HC_MAX_PAGE_LIMIT 1000   /* largest `limit` of any list */
 
 /* Borrows a pooled connection for the request; release with hc_db_release. */
 enum err_code hc_db(struct http_req *r, struct db_conn **c, struct err *e);
 void hc_db_release(struct http_req *r, struct db_conn *c);
 
-/* `limit` (1..1000, default 100) and `cursor` (borrowed, NULL when absent)
- * from the query string. */
-enum err_code hc_paging(struct http_req *r, int *limit, const char **cursor, struct err *e);
+/* The page a list request asks for: `limit` (1..HC_MAX_PAGE_LIMIT, default
+ * `def_limit`) and `cursor` (borrowed from the request, NULL when absent or
+ * empty) from the query string, and the service's byte cap of an answer
+ * (HOOKFLOW_MAX_PAGE_BYTES). */
+enum err_code hc_paging(struct http_req *r, int def_limit, struct db_page_req *pg, struct err *e);
+
+/* The first page of at most `limit` items, within the byte cap. */
+struct db_page_req hc_first_page(struct http_req *r, int limit);
 
 /* ERR_INVALID naming the first key of `obj` not in the NULL-terminated
  * `allowed` list. */

@@ -19,11 +19,10 @@ void handle_deadletter_list(struct http_req *r)
 	struct db_conn *c = NULL;
 	json_t *items = NULL;
 	char *next = NULL;
-	int limit;
-	const char *cursor;
+	struct db_page_req pg;
 	const char *workflow = http_req_query(r, "workflow");
 	const char *kind = http_req_query(r, "kind");
-	if (hc_paging(r, &limit, &cursor, &e))
+	if (hc_paging(r, HC_PAGE_LIMIT, &pg, &e))
 		goto out;
 	if (workflow != NULL && ids_check_workflow_name("workflow", workflow, strlen(workflow), &e))
 		goto out;
@@ -31,8 +30,7 @@ void handle_deadletter_list(struct http_req *r)
 		err_set(&e, ERR_INVALID, "kind: must be step or callback");
 		goto out;
 	}
-	if (hc_db(r, &c, &e) ||
-	    db_deadletter_list(c, workflow, kind, limit, cursor, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_deadletter_list(c, workflow, kind, &pg, &items, &next, &e))
 		goto out;
 	http_reply_json(r, 200,
 			json_pack("{s:o, s:s?}", "dead_letters", items, "next_cursor", next));

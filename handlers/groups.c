@@ -163,6 +163,7 @@ void handle_group_put(struct http_req *r)
 	char *next = NULL;
 	const char *group_id = http_req_param(r, 0);
 	struct group_put gp = {0};
+	struct db_page_req first = hc_first_page(r, HC_PAGE_LIMIT);
 	bool created = false, done;
 	int submitted = 0;
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) ||
@@ -170,7 +171,7 @@ void handle_group_put(struct http_req *r)
 	    hc_db(r, &c, &e) ||
 	    db_group_submit(c, group_id, gp.workflow, gp.manifest, gp.members_text, gp.priority,
 			    gp.max_attempts, &created, &submitted, &e) ||
-	    db_group_get(c, group_id, 100, NULL, &g, &next, &done, &e))
+	    db_group_get(c, group_id, &first, &g, &next, &done, &e))
 		goto out;
 	json_object_set_new(g, "submitted", json_integer(submitted));
 	http_reply_json(r, created ? 201 : 200, g);
@@ -190,15 +191,14 @@ void handle_group_get(struct http_req *r)
 	json_t *g = NULL;
 	char *next = NULL;
 	const char *group_id = http_req_param(r, 0);
-	int limit;
-	const char *cursor;
+	struct db_page_req pg;
 	int64_t wait_ms;
 	bool done = false;
 	char key[IDS_MAX_RUN_ID + 8];
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) ||
-	    hc_paging(r, &limit, &cursor, &e) ||
+	    hc_paging(r, HC_PAGE_LIMIT, &pg, &e) ||
 	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
-	    db_group_get(c, group_id, limit, cursor, &g, &next, &done, &e))
+	    db_group_get(c, group_id, &pg, &g, &next, &done, &e))
 		goto out;
 	snprintf(key, sizeof key, "group:%s", group_id);
 	/* Each member's termination fires the wait; it is re-armed until every
@@ -209,7 +209,7 @@ void handle_group_get(struct http_req *r)
 		free(next);
 		next = NULL;
 		if (http_longpoll_arm(r, key, wait_ms, &e) ||
-		    db_group_get(c, group_id, limit, cursor, &g, &next, &done, &e))
+		    db_group_get(c, group_id, &pg, &g, &next, &done, &e))
 			goto out;
 		if (done)
 			break;
@@ -221,8 +221,7 @@ void handle_group_get(struct http_req *r)
 		g = NULL;
 		free(next);
 		next = NULL;
-		if (hc_db(r, &c, &e) ||
-		    db_group_get(c, group_id, limit, cursor, &g, &next, &done, &e))
+		if (hc_db(r, &c, &e) || db_group_get(c, group_id, &pg, &g, &next, &done, &e))
 			goto out;
 	}
 	http_reply_json(r, 200, g);
@@ -246,10 +245,11 @@ void handle_group_cancel(struct http_req *r)
 	const char *group_id = http_req_param(r, 0);
 	json_t *g = NULL;
 	char *next = NULL;
+	struct db_page_req first = hc_first_page(r, 1);
 	bool done;
 	int n = 0;
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) || hc_db(r, &c, &e) ||
-	    db_group_get(c, group_id, 1, NULL, &g, &next, &done, &e) ||
+	    db_group_get(c, group_id, &first, &g, &next, &done, &e) ||
 	    db_group_cancel(c, group_id, &n, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:i}", "cancelled", n));

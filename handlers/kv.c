@@ -41,16 +41,15 @@ void handle_kv_list(struct http_req *r)
 	struct db_conn *c = NULL;
 	json_t *items = NULL;
 	char *next = NULL;
-	int limit;
-	const char *cursor;
+	struct db_page_req pg;
 	const char *prefix = http_req_query(r, "prefix");
 	if (prefix == NULL)
 		prefix = "";
-	if (hc_paging(r, &limit, &cursor, &e))
+	if (hc_paging(r, HC_PAGE_LIMIT, &pg, &e))
 		goto out;
 	if (*prefix != '\0' && ids_check_key("prefix", prefix, strlen(prefix), &e))
 		goto out;
-	if (hc_db(r, &c, &e) || db_kv_list(c, prefix, limit, cursor, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_kv_list(c, prefix, &pg, &items, &next, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "items", items, "next_cursor", next));
 out:

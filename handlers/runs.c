@@ -241,11 +241,15 @@ void handle_run_steps(struct http_req *r)
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	json_t *steps = NULL;
+	char *next = NULL;
+	struct db_page_req pg;
 	const char *id;
-	if (path_run_id(r, &id, &e) || hc_db(r, &c, &e) || db_run_steps(c, id, &steps, &e))
+	if (path_run_id(r, &id, &e) || hc_paging(r, HC_STEPS_PAGE_LIMIT, &pg, &e) ||
+	    hc_db(r, &c, &e) || db_run_steps(c, id, &pg, &steps, &next, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o}", "steps", steps));
+	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "steps", steps, "next_cursor", next));
 out:
+	free(next);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
@@ -287,8 +291,7 @@ void handle_run_list(struct http_req *r)
 	json_t *items = NULL;
 	char *next = NULL;
 	struct strbuf st = {0};
-	int limit;
-	const char *cursor;
+	struct db_page_req pg;
 	int64_t ms;
 	struct run_filter f = {
 		.workflow = http_req_query(r, "workflow"),
@@ -297,7 +300,7 @@ void handle_run_list(struct http_req *r)
 		.created_before = http_req_query(r, "created_before"),
 	};
 	const char *status = http_req_query(r, "status");
-	if (hc_paging(r, &limit, &cursor, &e))
+	if (hc_paging(r, HC_PAGE_LIMIT, &pg, &e))
 		goto out;
 	if (f.workflow != NULL &&
 	    ids_check_workflow_name("workflow", f.workflow, strlen(f.workflow), &e))
@@ -317,7 +320,7 @@ void handle_run_list(struct http_req *r)
 			goto out;
 		f.statuses = st.data;
 	}
-	if (hc_db(r, &c, &e) || db_run_list(c, &f, limit, cursor, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_run_list(c, &f, &pg, &items, &next, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "runs", items, "next_cursor", next));
 out:

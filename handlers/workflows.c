@@ -125,10 +125,9 @@ void handle_workflow_list(struct http_req *r)
 	struct db_conn *c = NULL;
 	json_t *items = NULL;
 	char *next = NULL;
-	int limit;
-	const char *cursor;
-	if (hc_paging(r, &limit, &cursor, &e) || hc_db(r, &c, &e) ||
-	    db_workflow_list(c, limit, cursor, &items, &next, &e))
+	struct db_page_req pg;
+	if (hc_paging(r, HC_PAGE_LIMIT, &pg, &e) || hc_db(r, &c, &e) ||
+	    db_workflow_list(c, &pg, &items, &next, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "workflows", items, "next_cursor", next));
 out:

@@ -17,7 +17,7 @@ import { readFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 
-import { startWebhook } from './webhook.mjs';
+import { BIG_STEPS, startWebhook } from './webhook.mjs';
 
 const base = must('E2E_BASE_URL');
 const token = must('E2E_TOKEN');
@@ -113,7 +113,19 @@ async function apiOk(method, p, body) {
 }
 
 const getRun = (id) => apiOk('GET', `/v1/runs/${encodeURIComponent(id)}`);
-const getSteps = async (id) => (await apiOk('GET', `/v1/runs/${encodeURIComponent(id)}/steps`)).steps;
+// The pages of a run's history, following next_cursor.
+async function getStepPages(id) {
+	const pages = [];
+	let cursor = null;
+	do {
+		const q = cursor ? `?cursor=${encodeURIComponent(cursor)}` : '';
+		const res = await apiOk('GET', `/v1/runs/${encodeURIComponent(id)}/steps${q}`);
+		pages.push(res.steps);
+		cursor = res.next_cursor;
+	} while (cursor);
+	return pages;
+}
+const getSteps = async (id) => (await getStepPages(id)).flat();
 const deadLetters = async (q = '') => (await apiOk('GET', `/v1/dead-letters?limit=1000${q}`)).dead_letters;
 
 // ---- the scenario ----------------------------------------------------------
@@ -156,6 +168,7 @@ async function setup() {
 	await submit('hang-1', 'hang');
 	await submit('cb-broken', 'ok', { callback_url: `${hook.url}/callbacks/broken` });
 	await submit('other-1', 'ok', { workflow: WF_OTHER });
+	await submit('big-1', 'big');
 	await apiOk('PUT', `/v1/groups/${GROUP}`, {
 		workflow: WF,
 		headers: { mode: 'ok' },
@@ -165,6 +178,7 @@ async function setup() {
 	const want = {
 		'flaky-1': 'succeeded', 'fail-rerun': 'failed', 'fail-redrive': 'failed',
 		'wait-1': 'waiting', 'hang-1': 'running', 'cb-broken': 'succeeded', 'other-1': 'succeeded',
+		'big-1': 'succeeded',
 	};
 	for (const id of [...OK_RUNS, ...GROUP_RUNS]) want[id] = 'succeeded';
 	allRuns = Object.keys(want);
@@ -386,6 +400,21 @@ try {
 		assert(rows.some((x) => x.step === 0 && x.attempt === 2 && x.result === 'continue'), 'no second attempt of step 0');
 		assert(rows.some((x) => x.step === 1 && x.result === 'succeed'), 'no succeeding step 1');
 		assert(/"ok": true/.test(await text('#run-result')), 'the result is not shown');
+	});
+
+	await check('shows a history of several pages whole (follows next_cursor)', async () => {
+		const pages = await getStepPages('big-1');
+		assert(pages.length > 1, `the API answered the history in ${pages.length} page(s)`);
+		const api = pages.flat();
+		assert(api.length === BIG_STEPS, `the API lists ${api.length} attempts`);
+		await openRun('big-1');
+		await until('every attempt of big-1', async () => (await stepRows()).length === api.length);
+		const rows = await stepRows();
+		rows.forEach((row, i) => {
+			assert(row.step === api[i].step && row.attempt === api[i].attempt && row.result === api[i].result,
+				`row ${i}: ${JSON.stringify(row)} vs ${JSON.stringify(api[i])}`);
+		});
+		assert(rows.map((r) => r.step).join() === [...Array(BIG_STEPS).keys()].join(), 'steps out of order');
 	});
 
 	await check('cancels the hanging run: it becomes cancelled and the call is aborted', async () => {

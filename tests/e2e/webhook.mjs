@@ -9,10 +9,15 @@
 //   wait   step 0 continues with wait_for_signal on the run's `key` input; step 1
 //          succeeds with the signal it got
 //   hang   never answers: the call stays in flight until hookflow aborts it (cancel)
+//   big    steps 0..BIG_STEPS-2 continue with a payload of about 900 kB, the last step
+//          succeeds: a history of several MiB, which the steps endpoint answers in
+//          more than one page (its byte cap is 4 MiB)
 //
 // POST /callbacks/ok acknowledges terminal callbacks; POST /callbacks/broken answers
 // 404 (a permanent error: the callback is dead-lettered).
 import http from 'node:http';
+
+export const BIG_STEPS = 7;
 
 export function startWebhook() {
 	const state = {
@@ -72,6 +77,11 @@ export function startWebhook() {
 			return reply(res, 500, {
 				error: { message: 'boom: the card processor exploded', retryable: false },
 			});
+		if (mode === 'big') {
+			if (step < BIG_STEPS - 1)
+				return reply(res, 200, { outcome: 'continue', payload: { n: step + 1, blob: 'x'.repeat(900000) } });
+			return reply(res, 200, { outcome: 'succeed', result: { ok: true, steps: BIG_STEPS } });
+		}
 		if (mode === 'wait') {
 			if (step === 0)
 				return reply(res, 200, {

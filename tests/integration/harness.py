@@ -381,10 +381,16 @@ class Api:
         return r.body
 
     def steps(self, run_id):
-        r = self.get("/v1/runs/%s/steps" % urllib.parse.quote(run_id, safe=""))
-        assert r.status == 200, "GET steps %s: %r" % (run_id, r)
-        assert isinstance(r.body, dict) and isinstance(r.body.get("steps"), list), r
-        return r.body["steps"]
+        """The whole attempt history of a run, following next_cursor."""
+        out, params = [], None
+        while True:
+            r = self.get("/v1/runs/%s/steps" % urllib.parse.quote(run_id, safe=""), params=params)
+            assert r.status == 200, "GET steps %s: %r" % (run_id, r)
+            assert isinstance(r.body, dict) and isinstance(r.body.get("steps"), list), r
+            out.extend(r.body["steps"])
+            if not r.body.get("next_cursor"):
+                return out
+            params = {"cursor": r.body["next_cursor"]}
 
     def wait_terminal(self, run_id, timeout=20.0):
         """Long-polls GET /v1/runs/{id}?wait_ms until the run is terminal; returns it."""

@@ -58,7 +58,9 @@ async function runWithStatus(runId: string, want: string) {
 }
 
 async function history(runId: string) {
-  return status(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: runId } } }), 200).data!.steps;
+  const h = status(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: runId } } }), 200).data!;
+  assert.equal(h.next_cursor, null, `the whole history of ${runId} in one page`);
+  return h.steps;
 }
 
 type BadBodyInit = { headers?: Record<string, string>; bodySerializer?: () => unknown; duplex?: "half" };
@@ -255,6 +257,14 @@ test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effec
   ]);
   assert.deepEqual(steps[0].payload, input);
   assert.deepEqual((steps[1].payload as Script).from, 0, "step 1's payload is what step 0 returned");
+  const h1 = status(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: "ct-happy" }, query: { limit: 2 } } }), 200).data!;
+  assert.deepEqual(h1.steps, steps.slice(0, 2));
+  assert.ok(h1.next_cursor, "a first page of two of three attempts has a next cursor");
+  const h2 = status(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: "ct-happy" }, query: { limit: 2, cursor: h1.next_cursor! } } }), 200).data!;
+  assert.deepEqual(h2.steps, steps.slice(2));
+  assert.equal(h2.next_cursor, null);
+  error(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: "ct-happy" }, query: { limit: 1001 } } }), 400, "invalid_argument");
+  error(await api.GET("/v1/runs/{run_id}/steps", { params: { path: { run_id: "ct-happy" }, query: { cursor: "nope!" } } }), 400, "invalid_argument");
 
   const delivered = hook.steps("ct-happy");
   assert.equal(delivered.length, 3);
