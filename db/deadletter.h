@@ -1,4 +1,4 @@
-/* db/deadletter: dead steps and callbacks (SPEC 9). */
+/* db/deadletter: dead steps and callbacks (openapi.yaml, tag dead-letters). */
 #ifndef HOOKFLOW_DB_DEADLETTER_H
 #define HOOKFLOW_DB_DEADLETTER_H
 

@@ -1,4 +1,4 @@
-/* db/group: run groups and their members (SPEC 9). */
+/* db/group: run groups and their members (openapi.yaml, tag groups). */
 #ifndef HOOKFLOW_DB_GROUP_H
 #define HOOKFLOW_DB_GROUP_H
 

@@ -75,14 +75,14 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 
 enum run_cancel_result { RUN_CANCELLED = 1, RUN_CANCELLING };
 
-/* Cancels run `run_id` (SPEC 4): a queued step is removed and the run ends
+/* Cancels run `run_id` (docs/run-states.md): a queued step is removed and the run ends
  * cancelled (RUN_CANCELLED), or a running one is marked and its call aborted
  * (RUN_CANCELLING). *run is the run's JSON afterwards (new reference).
  * Errors: ERR_NOT_FOUND, ERR_ALREADY_TERMINAL. */
 enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,
 			    json_t **run, struct err *e);
 
-/* Starts a new generation of terminated run `run_id` at `from_step` (SPEC 4).
+/* Starts a new generation of terminated run `run_id` at `from_step` (docs/run-states.md).
  * `input_json` (with its hash) replaces the input, only with step 0 (NULL:
  * keep). *run is the run's JSON afterwards. Errors: ERR_NOT_FOUND,
  * ERR_RUN_ACTIVE, ERR_INVALID when the run never reached `from_step`. */

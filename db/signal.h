@@ -1,4 +1,4 @@
-/* db/signal: signals (SPEC 7) and the signal buffer table. */
+/* db/signal: signals (openapi.yaml, tag signals) and the signal buffer table. */
 #ifndef HOOKFLOW_DB_SIGNAL_H
 #define HOOKFLOW_DB_SIGNAL_H
 

@@ -1,7 +1,8 @@
 """Builds of earlier releases, for the upgrade tests (test_upgrade.py).
 
-RELEASES maps every shipped version to its release commit. A new release adds
-a line here (and the upgrade tests then prove the take-over from it too).
+RELEASES maps every shipped version to its release commit, read from
+migrations/RELEASES (the one list of releases; a new release adds its line
+there, and the upgrade tests then prove the take-over from it too).
 
 release_binary(version) gives the path of that release's `hookflow` binary,
 built from the release commit's files in a temporary directory (`git archive
@@ -24,10 +25,21 @@ import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-# version -> release commit (full SHA-1)
-RELEASES = {
-    "0.1.0": "6ac1e49e4c1e1de756616aea80e02e4b681c2c53",
-}
+
+
+def _read_releases():
+    """version -> release commit (full SHA-1), from migrations/RELEASES."""
+    out = {}
+    with open(os.path.join(REPO, "migrations", "RELEASES")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                version, commit = line.split()
+                out[version] = commit
+    return out
+
+
+RELEASES = _read_releases()
 
 # Variables an enclosing make or sanitizer build may leave in the environment;
 # the release builds with its own Makefile's defaults instead, so the cached

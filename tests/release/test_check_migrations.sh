@@ -31,10 +31,16 @@ fail() {
 	sed 's/^/     | /' "$tmp/out" >&2
 }
 
-# A copy of the repository's release files and script in a new directory $1.
+# A copy of the repository's release files (the release list, the recorded
+# sums and the shipped migrations they list, not the migrations written since)
+# and of the script, in a new directory $1.
 copy_tree() {
-	mkdir -p "$1/scripts"
-	cp -R "$root/migrations" "$1/migrations"
+	mkdir -p "$1/scripts" "$1/migrations"
+	cp "$root/migrations/RELEASES" "$root/migrations/SHIPPED.sha256" "$1/migrations/"
+	local f
+	for f in $(grep -E '^[0-9a-f]{64}  ' "$root/migrations/SHIPPED.sha256" | sed 's/^[0-9a-f]*  //'); do
+		cp "$root/$f" "$1/$f"
+	done
 	cp "$root/scripts/check-migrations.sh" "$1/scripts/"
 }
 
