@@ -185,8 +185,10 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 		ExecStatusType s = PQresultStatus(r);
 		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
 			return r;
-		if (own_tx && attempt < DB_TX_ATTEMPTS &&
-		    is_busy(PQresultErrorField(r, PG_DIAG_SQLSTATE))) {
+		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (own_tx && attempt < DB_TX_ATTEMPTS && is_busy(state)) {
+			log_debug("db", "busy, running the statement again",
+				  "stmt=%s sqlstate=%s attempt=%d", st->name, state, attempt + 1);
 			PQclear(r);
 			busy_pause(attempt + 1);
 			continue;
@@ -231,9 +233,9 @@ enum err_code db_tx_run(struct db_conn *c,
 			struct err ignore = {0};
 			PQclear(db_exec_sql(c, "ROLLBACK", &ignore));
 		}
-		if (te.code != ERR_BUSY || attempt >= DB_TX_ATTEMPTS) {
+		if (te.code != ERR_BUSY || attempt >= DB_TX_ATTEMPTS)
 			return err_set(e, te.code, "%s", te.msg);
-		}
+		log_debug("db", "busy, running the transaction again", "attempt=%d", attempt + 1);
 		busy_pause(attempt + 1);
 	}
 }

@@ -987,6 +987,10 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 
 void dispatcher_wake(struct dispatcher *d)
 {
+	if (atomic_load(&d->refusing)) {
+		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database", NULL);
+		return;
+	}
 	for (int i = 0; i < d->nworkers; i++) {
 		struct worker *w = &d->workers[i];
 		pthread_mutex_lock(&w->mu);

@@ -1,0 +1,209 @@
+"""The schema and the engine against the binary (README, "Versions and
+upgrades"): `hookflow version`, the engine reloaded whenever what the database
+actually holds differs from the binary's (a function replaced or added by hand
+included), `hookflow migrate --check` and /readyz saying what differs, a binary
+refusing a database that a newer hookflow upgraded, and transactions that
+PostgreSQL aborts as busy (serialization failure, deadlock) retried without
+losing the connection or failing a batch."""
+
+import os
+import re
+import subprocess
+
+from harness import StepScript, cont, succeed, wait_until
+
+
+def run_cli(hookflow_bin, db, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKFLOW_")}
+    env["HOOKFLOW_DATABASE_URL"] = db.url
+    return subprocess.run([hookflow_bin] + list(args), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=60)
+
+
+def function_def(db, signature):
+    return db.scalar("SELECT pg_get_functiondef('%s'::regprocedure)" % signature)
+
+
+def test_version_prints_the_version_the_schema_and_the_engine(hookflow_bin):
+    out = subprocess.run([hookflow_bin, "version"], stdout=subprocess.PIPE, check=True).stdout.decode()
+    m = re.fullmatch(r"hookflow (\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?) \(schema (\d{4}_[a-z_]+), "
+                     r"engine ([0-9a-f]{12})\)\n", out)
+    assert m, out
+    newest = sorted(f for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "..",
+                                                       "migrations")) if f.endswith(".sql"))[-1]
+    assert m.group(2) + ".sql" == newest, (out, newest)
+
+
+def test_migrate_check_on_an_empty_database_lists_every_migration_and_fails(hookflow_bin, db):
+    r = run_cli(hookflow_bin, db, "migrate", "--check")
+    assert r.returncode == 1, r
+    out = r.stdout.decode()
+    assert "migration 0001_init: not applied" in out, out
+    assert "schema behind" in r.stderr.decode(), r.stderr
+    # --check changes nothing.
+    assert db.scalar("SELECT to_regclass('schema_migrations') IS NULL") == "t"
+
+
+def test_migrate_applies_schema_and_engine_then_check_is_current(hookflow_bin, db):
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0, r.stderr
+    log = r.stdout.decode() + r.stderr.decode()
+    assert "engine loaded" in log, log
+    r = run_cli(hookflow_bin, db, "migrate", "--check")
+    assert r.returncode == 0, r
+    assert r.stdout.decode().startswith("current: schema "), r.stdout
+    # A second migrate has nothing to do.
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0 and "engine loaded" not in r.stdout.decode() + r.stderr.decode(), r
+
+
+def test_a_function_replaced_by_hand_is_noticed_and_reloaded_at_start(services, db, hookflow_bin,
+                                                                      webhook):
+    svc = services.start()
+    original = function_def(db, "hf_queue_state(timestamptz)")
+    # A hand edit that would quietly change the engine's behaviour, and a
+    # stray function in the engine's namespace.
+    db.sql("CREATE OR REPLACE FUNCTION hf_queue_state(due timestamptz) RETURNS text "
+           "LANGUAGE sql STABLE AS $$ SELECT 'scheduled' $$")
+    db.sql("CREATE FUNCTION hf_stray() RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$")
+
+    r = svc.api.get("/readyz")
+    assert r.status == 503, r
+    assert r.error_code == "unavailable"
+    assert "engine differs" in r.error_message, r.error_message
+
+    r = run_cli(hookflow_bin, db, "migrate", "--check")
+    assert r.returncode == 1, r
+    out = r.stdout.decode()
+    assert "engine: function hf_queue_state(timestamp with time zone) changed" in out, out
+    assert "engine: function hf_stray() not part of the loaded engine" in out, out
+
+    # A restart loads the binary's engine again: the edit is undone, the stray
+    # function dropped, and runs behave as the binary says.
+    svc.restart()
+    assert function_def(db, "hf_queue_state(timestamptz)") == original
+    assert db.scalar("SELECT count(*) FROM pg_proc WHERE proname = 'hf_stray'") == "0"
+    assert "loading the engine" in svc.log_text()
+    assert svc.api.get("/readyz").status == 200
+    webhook.route("/steps", StepScript({0: cont({"a": 1}), 1: succeed("done")}))
+    svc.api.put_workflow("wf", webhook.url())
+    run = svc.api.submit("wf", input=None)
+    assert svc.api.wait_terminal(run["run_id"])["status"] == "succeeded"
+
+
+def test_a_binary_refuses_a_database_with_a_migration_it_does_not_know(services, db, hookflow_bin):
+    svc = services.start()
+    svc.stop()
+    db.sql("INSERT INTO schema_migrations (version) VALUES ('9999_from_the_future')")
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode != 0, r
+    log = r.stdout.decode() + r.stderr.decode()
+    assert "database upgraded by a newer hookflow" in log and "9999_from_the_future" in log, log
+    r = run_cli(hookflow_bin, db, "migrate", "--check")
+    assert r.returncode == 1
+    assert "migration 9999_from_the_future: applied by a newer hookflow" in r.stdout.decode()
+
+    again = services.new()
+    again.start(wait_ready=False)
+    code = again.wait_exit(30)
+    assert code not in (None, 0), again.log_tail()
+    assert "database upgraded by a newer hookflow" in again.log_text()
+    # Nothing was changed by the refusing binary.
+    assert db.scalar("SELECT count(*) FROM schema_migrations WHERE version = '9999_from_the_future'") == "1"
+
+
+def test_a_binary_refuses_an_engine_loaded_by_a_newer_version(services, db, hookflow_bin):
+    svc = services.start()
+    svc.stop()
+    db.sql("UPDATE hf_engine SET hookflow_version = '99.0.0'")
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode != 0, r
+    assert "engine was loaded by hookflow 99.0.0" in r.stdout.decode() + r.stderr.decode(), r
+
+
+def test_a_running_instance_stops_claiming_when_a_newer_hookflow_upgrades_the_database(
+        services, db, webhook):
+    webhook.route("/steps", StepScript({0: succeed("ok")}))
+    svc = services.start()
+    svc.api.put_workflow("wf", webhook.url())
+    first = svc.api.submit("wf", input=1)
+    assert svc.api.wait_terminal(first["run_id"])["status"] == "succeeded"
+
+    # What a newer binary's start-up leaves behind: its engine record, then
+    # the notification every instance hears.
+    db.sql("UPDATE hf_engine SET hookflow_version = '99.0.0'; NOTIFY hookflow_engine")
+    wait_until(lambda: "claiming stopped" in svc.log_text(), timeout=10,
+               message="the instance to stop claiming")
+    r = svc.api.get("/readyz")
+    assert r.status == 503 and "newer hookflow" in r.error_message, r
+
+    calls = len(webhook.requests())
+    ignored = svc.log_text().count("wake ignored")
+    late = svc.api.submit("wf", input=2)
+    # The submission's wake-up reached the dispatcher, which did not claim.
+    wait_until(lambda: svc.log_text().count("wake ignored") > ignored, timeout=10,
+               message="the dispatcher to ignore the wake-up of the new run")
+    assert svc.api.run(late["run_id"])["status"] == "pending"
+    assert len(webhook.requests()) == calls
+
+
+BUSY_TRIGGER = """
+CREATE SEQUENCE test_busy_seq;
+CREATE FUNCTION test_busy() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('test_busy_seq') <= %(times)d THEN
+        RAISE EXCEPTION 'injected by the test' USING ERRCODE = '%(sqlstate)s';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_busy BEFORE INSERT ON %(table)s FOR EACH ROW EXECUTE FUNCTION test_busy();
+"""
+
+
+def test_a_settlement_aborted_as_a_serialization_failure_is_retried_on_the_same_connection(
+        service, db, webhook):
+    webhook.route("/steps", StepScript({0: cont({"n": 1}), 1: succeed("done")}))
+    service.api.put_workflow("wf", webhook.url())
+    # The first two history rows written abort their transaction with 40001.
+    db.sql(BUSY_TRIGGER % {"times": 2, "sqlstate": "40001", "table": "step_attempt"})
+    run = service.api.submit("wf", input=None)
+    done = service.api.wait_terminal(run["run_id"])
+    assert done["status"] == "succeeded", done
+    # Settled once each, as if nothing had happened.
+    steps = service.api.steps(run["run_id"])
+    assert [(s["step"], s["attempt"], s["result"]) for s in steps] == [(0, 1, "continue"),
+                                                                       (1, 1, "succeed")]
+    log = service.log_text()
+    assert "busy, running the statement again stmt=jobs_cycle sqlstate=40001" in log, log
+    # Two aborted attempts, then the two history rows written.
+    assert db.scalar("SELECT last_value FROM test_busy_seq") == "4"
+    # Retried inside the statement's own transaction: the dispatcher neither
+    # reconnected nor gave up on the cycle.
+    assert "connection lost" not in log, log
+    assert "database unavailable" not in log, log
+    assert "cycle failed" not in log, log
+
+
+def test_a_batch_of_submissions_aborted_as_a_deadlock_is_retried_not_failed(service, db, webhook):
+    webhook.route("/steps", StepScript({0: succeed("ok")}))
+    service.api.put_workflow("wf", webhook.url())
+    db.sql(BUSY_TRIGGER % {"times": 2, "sqlstate": "40P01", "table": "run"})
+    # Several at once, so that the submitter commits them together.
+    import threading
+    results = []
+
+    def submit(i):
+        r = service.api.post("/v1/runs", {"workflow": "wf", "run_id": "busy-%d" % i, "input": i})
+        results.append(r.status)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [201] * 8, results
+    for i in range(8):
+        assert service.api.wait_terminal("busy-%d" % i)["status"] == "succeeded"
+    log = service.log_text()
+    assert "busy, running the statement again stmt=run_submit_many sqlstate=40P01" in log, log
+    assert "connection lost" not in log and "database unavailable" not in log, log
