@@ -37,6 +37,10 @@
 #   BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS   passed to hookflow as
 #                            HOOKFLOW_HTTP_THREADS/DB_POOL/WORKERS when set
 #   BENCH_PG_BIN             PostgreSQL binaries (/usr/lib/postgresql/15/bin)
+#   BENCH_COMPARE=BINARY     instead of the scenarios above: scenario 2 with
+#                            BINARY (an earlier build) and with this build,
+#                            alternately BENCH_COMPARE_REPEAT times (5), then
+#                            the medians of both: transitions/s and CPU per step
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -489,6 +493,41 @@ EOF
 	[[ -n "${R[pgbench_tps]}" ]] || die "no tps in pgbench output"
 }
 
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# BENCH_COMPARE: an earlier build against this one, alternately, so that the
+# machine's drift hits both; prints the medians and exits.
+if [[ -n "${BENCH_COMPARE:-}" ]]; then
+	[[ -x "$BENCH_COMPARE" ]] || die "BENCH_COMPARE=$BENCH_COMPARE is not an executable"
+	this_bin=$bin
+	repeat=${BENCH_COMPARE_REPEAT:-5}
+	for ((k = 1; k <= repeat; k++)); do
+		bin=$BENCH_COMPARE
+		throughput "compare_base_$k" "$RUNS10" "$STEPS" "cb_$k" 1
+		bin=$this_bin
+		throughput "compare_this_$k" "$RUNS10" "$STEPS" "ct_$k" 1
+	done
+	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
+	{
+		echo "compare: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
+		printf '%-10s %14s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us "binary (all transitions/s)"
+		for side in cb:"$BENCH_COMPARE" ct:"$this_bin"; do
+			p=${side%%:*} b=${side#*:}
+			cols=()
+			for f in steps_per_s hf_us pg_us wh_us; do
+				vals=()
+				for ((k = 1; k <= repeat; k++)); do vals+=("${R[${p}_${k}_$f]}"); done
+				cols+=("$(median "${vals[@]}")")
+			done
+			all=()
+			for ((k = 1; k <= repeat; k++)); do all+=("${R[${p}_${k}_steps_per_s]}"); done
+			printf '%-10s %14s %10s %10s %10s   %s (%s)\n' "$([[ $p = cb ]] && echo base || echo this)" \
+				"${cols[@]}" "$b" "$(IFS=,; echo "${all[*]}")"
+		done
+	} | tee "$out/compare.txt"
+	exit 0
+fi
+
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(now_ms)
 throughput runs1 "$RUNS1" 1 s1 1
@@ -510,7 +549,6 @@ for ((k = 1; k <= SCALE_REPEAT; k++)); do
 	throughput "scale_one_$k" "$RUNS10" "$STEPS" "s6one_$k" 1
 	throughput "scale_two_$k" "$RUNS10" "$STEPS" "s6two_$k" 2
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 one=() two=()
 for ((k = 1; k <= SCALE_REPEAT; k++)); do
 	one+=("${R[s6one_${k}_steps_per_s]}")
