@@ -3,12 +3,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/crypt.h"
 #include "base/log.h"
 
 static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t hi, int64_t *out,
@@ -177,6 +179,13 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 			   e))
 		return e->code;
 
+	v = getenv("HOOKFLOW_ENCRYPTION_KEY");
+	if (v != NULL && *v != '\0') {
+		if (crypt_parse_key("HOOKFLOW_ENCRYPTION_KEY", v, c->encryption_key, e))
+			return e->code;
+		c->has_encryption_key = true;
+	}
+
 	/* Test-only: lets the integration tests stop the process at a chosen
 	 * point ("exit_before_settle": after a webhook answered and its replay
 	 * record, if any, was stored, before the step's settlement commits).
@@ -229,6 +238,7 @@ void config_cleanup(struct config *c)
 	free(c->listen_host);
 	free(c->public_url);
 	free(c->test_fault);
+	OPENSSL_cleanse(c->encryption_key, sizeof c->encryption_key);
 	for (int i = 0; i < c->ntokens; i++)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);

@@ -237,6 +237,18 @@ void sig_memo_token(const unsigned char *key, size_t key_len, const char *run_id
 	encode(mac, sizeof mac, out, b64_url, false);
 }
 
+bool sig_hmac(const unsigned char *key, size_t key_len, const void *msg, size_t len,
+	      unsigned char out[32])
+{
+	struct part parts[1] = {{msg, len}};
+	return hmac_sha256(key, key_len, parts, 1, out);
+}
+
+void sig_base64url(const unsigned char *in, size_t len, char *out)
+{
+	encode(in, len, out, b64_url, false);
+}
+
 int sig_equal(const char *a, const char *b)
 {
 	unsigned char da[32], db[32];

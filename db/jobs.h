@@ -165,9 +165,4 @@ enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, in
  * *n receives how many. */
 enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n, struct err *e);
 
-/* The key that signs memo delivery tokens (shared by every instance): copies
- * up to `cap` bytes into `out`, *len receives the length. */
-enum err_code db_jobs_memo_key(struct db_conn *c, unsigned char *out, size_t cap, size_t *len,
-			       struct err *e);
-
 #endif

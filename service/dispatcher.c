@@ -37,11 +37,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/crypt.h"
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "db/jobs.h"
+#include "service/keyring.h"
 #include "service/metrics.h"
 #include "service/verdict.h"
 #include "service/webhook.h"
@@ -115,8 +117,7 @@ struct dispatcher {
 	const struct config *cfg;
 	atomic_bool refusing; /* a newer hookflow took the database: claim nothing */
 	char *instance;
-	unsigned char memo_key[64];
-	size_t memo_key_len;
+	struct keyring *keyring; /* signs delivery tokens */
 	int nworkers;
 	struct worker *workers;
 };
@@ -130,15 +131,14 @@ static void poke_io(struct worker *w)
 }
 
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  const unsigned char *memo_key, size_t memo_key_len)
+				  struct keyring *keyring)
 {
 	struct dispatcher *d = calloc(1, sizeof *d);
 	if (d == NULL)
 		return NULL;
 	d->cfg = cfg;
 	d->instance = strdup(instance);
-	d->memo_key_len = memo_key_len < sizeof d->memo_key ? memo_key_len : sizeof d->memo_key;
-	memcpy(d->memo_key, memo_key, d->memo_key_len);
+	d->keyring = keyring;
 	d->nworkers = cfg->workers;
 	d->workers = calloc((size_t)d->nworkers, sizeof *d->workers);
 	if (d->instance == NULL || d->workers == NULL) {
@@ -172,8 +172,11 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	struct strbuf b = {0};
 	char deadline[TIMEFMT_RFC3339_LEN + 1];
 	timefmt_rfc3339(j->now_ms + j->timeout_ms, deadline);
-	char token[SIG_TOKEN_LEN + 1];
-	sig_memo_token(d->memo_key, d->memo_key_len, j->run_id, token);
+	/* The delivery token lasts as long as the call may: its deadline, plus
+	 * the lease (a call a dead instance held is not redelivered before). */
+	char token[TOKEN_MAX];
+	keyring_make(d->keyring, j->run_id, j->generation, j->step, j->attempt,
+		     (j->now_ms + j->timeout_ms + d->cfg->lease_ms) / 1000 + 1, token);
 
 	strbuf_puts(&b, "{\"run_id\":");
 	strbuf_json_string(&b, j->run_id);
@@ -714,6 +717,35 @@ static bool replay(struct worker *w, struct inflight *f)
 	return true;
 }
 
+/* Secrets are stored sealed when HOOKFLOW_ENCRYPTION_KEY is set: the
+ * claimed job's are opened here, the one place a stored secret is read for
+ * use. A secret that does not open fails the call as a transient error (the
+ * key was checked at start-up, so this is a changed database). Returns true
+ * when the job was settled so. */
+static bool reveal_secrets(struct worker *w, struct inflight *f)
+{
+	if (!crypt_is_sealed(f->job.secret))
+		return false;
+	char *plain = NULL;
+	struct err e = {0};
+	if (crypt_reveal(config_encryption_key(w->d->cfg), f->job.secret, &plain, &e) == ERR_OK) {
+		free(f->job.secret);
+		f->job.secret = plain;
+		return false;
+	}
+	log_error("dispatcher", "cannot open the workflow's sealed secret",
+		  "run_id=%s error=\"%s\"", f->job.run_id, e.msg);
+	struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
+	snprintf(v.error, sizeof v.error, "call not started: %s", e.msg);
+	struct settlement st;
+	if (f->job.kind == JOB_STEP)
+		step_settlement(f, &v, 0, &st);
+	else
+		callback_settlement(f, &v, 0, &st);
+	settlements_push(&w->work, &st);
+	return true;
+}
+
 /* Hands claimed jobs to the I/O thread; replays and claims after a cancel
  * are settled here without a call. Takes ownership of `jobs`. */
 static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
@@ -740,6 +772,10 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 			struct settlement st;
 			step_settlement(f, &v, 0, &st);
 			settlements_push(&w->work, &st);
+			free_inflight(f);
+			continue;
+		}
+		if (reveal_secrets(w, f)) {
 			free_inflight(f);
 			continue;
 		}
@@ -988,7 +1024,8 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 void dispatcher_wake(struct dispatcher *d)
 {
 	if (atomic_load(&d->refusing)) {
-		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database", NULL);
+		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database",
+			  NULL);
 		return;
 	}
 	for (int i = 0; i < d->nworkers; i++) {

@@ -16,13 +16,16 @@
 #include "base/config.h"
 #include "base/err.h"
 
+struct keyring;
+
 struct dispatcher;
 
 /* Creates the dispatcher (threads not started). `cfg` is borrowed and must
  * outlive it; `instance` (copied) names this process in lease owners;
- * `memo_key` (copied) signs delivery tokens. NULL when out of memory. */
+ * `keyring` (borrowed, outlives the dispatcher) signs delivery tokens. NULL
+ * when out of memory. */
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  const unsigned char *memo_key, size_t memo_key_len);
+				  struct keyring *keyring);
 
 /* Starts the worker threads. */
 enum err_code dispatcher_start(struct dispatcher *d, struct err *e);
