@@ -10,6 +10,7 @@
 #include "base/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
+#define CONFIG_MAX_PROXY_URL 512
 
 struct config {
 	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
@@ -32,6 +33,7 @@ struct config {
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
 	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
+	char *egress_proxy;         /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
 	char *test_fault;           /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 
