@@ -117,15 +117,16 @@ asan:
 	    BUILD=build/asan SANITIZE=address,undefined build/asan/hookflow
 
 # The dispatcher's scenarios (concurrent calls, cancel, retries, callbacks,
-# two instances) against a ThreadSanitizer build: a data race aborts the
-# process (halt_on_error) and fails its test.
+# two instances, the egress proxy's resolver threads) against a
+# ThreadSanitizer build: a data race aborts the process (halt_on_error) and
+# fails its test.
 tsan:
 	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=build/tsan SANITIZE=thread \
 	    build/tsan/hookflow
 
 tsan-test: tsan
 	@TSAN_OPTIONS="halt_on_error=1 exitcode=66" HOOKFLOW_BIN=build/tsan/hookflow \
-	    scripts/integration.sh -k "test_cancel or test_retries or test_callbacks or test_multi_instance or test_outcomes"
+	    scripts/integration.sh -k "test_cancel or test_retries or test_callbacks or test_multi_instance or test_outcomes or test_egress_proxy"
 
 # One full scenario with the binary under valgrind memcheck (any memory error
 # or definite leak fails it).

@@ -10,6 +10,7 @@
 #include "base/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
+#define CONFIG_MAX_PROXY_URL 512
 
 struct config {
 	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
@@ -35,6 +36,7 @@ struct config {
 	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
 	bool has_encryption_key;    /* HOOKFLOW_ENCRYPTION_KEY set */
 	unsigned char encryption_key[32]; /* its 32 bytes: seals secrets at rest */
+	char *egress_proxy;               /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
 	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 

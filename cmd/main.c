@@ -169,9 +169,9 @@ static int serve(struct config *cfg)
 		return 1;
 	}
 	log_info("main", "hookflow serving",
-		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d", instance,
-		 cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
-		 cfg->max_inflight);
+		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d egress=%s",
+		 instance, cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
+		 cfg->max_inflight, cfg->egress_proxy ? cfg->egress_proxy : "direct");
 
 	int sig = 0;
 	sigwait(&set, &sig);

@@ -1002,7 +1002,7 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
-							  &d->cfg->egress)
+							  &d->cfg->egress, d->cfg->egress_proxy)
 				     : NULL;
 		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);

@@ -3,10 +3,12 @@
  *
  * Threads: HOOKFLOW_WORKERS worker threads, each with its own epoll loop, curl
  * multi handle (service/webhook) and database connection, each driving up to
- * max_inflight / workers concurrent calls. Other threads talk to a worker only
- * through its mailbox (mutex + eventfd): dispatcher_wake and dispatcher_cancel
- * are safe from any thread. No database transaction is open while a call is in
- * flight: a claim commits, the call runs, the settlement commits. */
+ * max_inflight / workers concurrent calls (with HOOKFLOW_EGRESS_PROXY, each
+ * worker's webhook client also has RESOLVER_THREADS name-lookup threads).
+ * Other threads talk to a worker only through its mailbox (mutex + eventfd):
+ * dispatcher_wake and dispatcher_cancel are safe from any thread. No database
+ * transaction is open while a call is in flight: a claim commits, the call
+ * runs, the settlement commits. */
 #ifndef HOOKFLOW_DISPATCHER_H
 #define HOOKFLOW_DISPATCHER_H
 
