@@ -36,17 +36,14 @@ LANGUAGE sql STABLE AS $$
 		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
 $$;
 
--- The body of the terminal callback of run `r` (as it stood before it ended)
--- ending with status `st`, result `res`, error `err` and `kind` at `fin`.
-CREATE FUNCTION hf_callback_body(r run, st text, res jsonb, err text, kind text,
-				 fin timestamptz)
-RETURNS jsonb
+-- The body of the terminal callback of run `r`, which has just ended.
+CREATE FUNCTION hf_callback_json(r run) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
 	SELECT jsonb_build_object(
-		'run_id', r.run_id, 'workflow', r.workflow, 'status', st,
-		'result', res, 'error', err, 'error_kind', kind,
-		'headers', r.headers, 'final_step', r.step,
-		'generation', r.generation, 'finished_at', hf_ts(fin),
+		'run_id', r.run_id, 'workflow', r.workflow, 'status', r.status,
+		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,
+		'headers', r.headers, 'final_step', r.final_step,
+		'generation', r.generation, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 			'id', r.group_id, 'key', r.group_key) END)
 $$;
