@@ -413,6 +413,7 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 		.body_len = body ? strlen(body) : 0,
 		.msg_id = j->id,
 		.secret = j->secret,
+		.secret_previous = j->secret_previous,
 		.timeout_ms = j->timeout_ms,
 		.user = f,
 	};
@@ -988,7 +989,8 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 void dispatcher_wake(struct dispatcher *d)
 {
 	if (atomic_load(&d->refusing)) {
-		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database", NULL);
+		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database",
+			  NULL);
 		return;
 	}
 	for (int i = 0; i < d->nworkers; i++) {
