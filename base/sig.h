@@ -10,8 +10,9 @@
 
 #include "base/err.h"
 
-#define SIG_HEADER_MAX 128
-#define SIG_TOKEN_LEN 43 /* base64url of 32 bytes, unpadded */
+#define SIG_HEADER_MAX 128 /* one signature "v1,<44>", or two separated by a space */
+#define SIG_TOKEN_LEN 43   /* base64url of 32 bytes, unpadded */
+#define SIG_SECRET_MAX 512 /* the longest secret text accepted from outside */
 
 /* Checks a signing secret: "whsec_" followed by standard base64 that decodes to
  * 16..64 bytes. ERR_INVALID naming `field` otherwise. */
@@ -22,6 +23,20 @@ enum err_code sig_check_secret(const char *field, const char *secret, struct err
  * after "whsec_". All inputs borrowed. */
 enum err_code sig_sign(const char *secret, const char *msg_id, int64_t ts, const char *body,
 		       size_t body_len, char out[SIG_HEADER_MAX], struct err *e);
+
+/* The value of the webhook-signature header: "v1,<sig under secret>", then,
+ * when `previous` is not NULL (a rotation's grace period) and differs,
+ * " v1,<sig under previous>" (Standard Webhooks: a space-separated list the
+ * receiver accepts when any entry verifies). Into `out` (SIG_HEADER_MAX
+ * bytes). All inputs borrowed. */
+enum err_code sig_sign_header(const char *secret, const char *previous, const char *msg_id,
+			      int64_t ts, const char *body, size_t body_len,
+			      char out[SIG_HEADER_MAX], struct err *e);
+
+/* A new signing secret: "whsec_" followed by the base64 of 32 bytes from
+ * OpenSSL's CSPRNG, into `out`. ERR_INTERNAL when the generator fails (`out`
+ * is then ""). */
+enum err_code sig_new_secret(char out[SIG_SECRET_MAX + 1], struct err *e);
 
 /* The delivery token release 0.1.0 issued for `run_id` (base/token.h
  * verifies it during the upgrade's grace period):

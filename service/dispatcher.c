@@ -416,6 +416,7 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 		.body_len = body ? strlen(body) : 0,
 		.msg_id = j->id,
 		.secret = j->secret,
+		.secret_previous = j->secret_previous,
 		.timeout_ms = j->timeout_ms,
 		.user = f,
 	};
@@ -724,15 +725,18 @@ static bool replay(struct worker *w, struct inflight *f)
  * when the job was settled so. */
 static bool reveal_secrets(struct worker *w, struct inflight *f)
 {
-	if (!crypt_is_sealed(f->job.secret))
-		return false;
-	char *plain = NULL;
+	char **secrets[2] = {&f->job.secret, &f->job.secret_previous};
 	struct err e = {0};
-	if (crypt_reveal(config_encryption_key(w->d->cfg), f->job.secret, &plain, &e) == ERR_OK) {
-		free(f->job.secret);
-		f->job.secret = plain;
-		return false;
+	for (int i = 0; i < 2 && e.code == ERR_OK; i++) {
+		char *plain = NULL;
+		if (!crypt_is_sealed(*secrets[i]) ||
+		    crypt_reveal(config_encryption_key(w->d->cfg), *secrets[i], &plain, &e))
+			continue;
+		free(*secrets[i]);
+		*secrets[i] = plain;
 	}
+	if (e.code == ERR_OK)
+		return false;
 	log_error("dispatcher", "cannot open the workflow's sealed secret",
 		  "run_id=%s error=\"%s\"", f->job.run_id, e.msg);
 	struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};

@@ -714,7 +714,8 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	h = curl_slist_append(h, line);
 	if (req->secret != NULL) {
 		char sig[SIG_HEADER_MAX];
-		if (sig_sign(req->secret, req->msg_id, ts, call->body, call->body_len, sig, e)) {
+		if (sig_sign_header(req->secret, req->secret_previous, req->msg_id, ts, call->body,
+				    call->body_len, sig, e)) {
 			curl_slist_free_all(h);
 			call_release(call);
 			return e->code;

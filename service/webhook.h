@@ -29,10 +29,11 @@ struct webhook_request {
 	const char *url;
 	const char *body;
 	size_t body_len;
-	const char *msg_id; /* webhook-id */
-	const char *secret; /* "whsec_..." or NULL: unsigned */
-	int timeout_ms;     /* the whole call's deadline */
-	void *user;         /* returned by webhook_call_user */
+	const char *msg_id;          /* webhook-id */
+	const char *secret;          /* "whsec_..." or NULL: unsigned */
+	const char *secret_previous; /* also signs (a rotation's grace period), or NULL */
+	int timeout_ms;              /* the whole call's deadline */
+	void *user;                  /* returned by webhook_call_user */
 };
 
 /* Creates a client that registers its sockets on `epfd` (borrowed: the

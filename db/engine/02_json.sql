@@ -1,5 +1,6 @@
 -- The JSON shapes the API and the callbacks show: a run (GET /v1/runs/{id},
--- openapi.yaml's Run), a workflow (openapi.yaml's Workflow; never the secret)
+-- openapi.yaml's Run), a workflow (openapi.yaml's Workflow; never a secret,
+-- only whether it signs and until when a rotated-out secret still does)
 -- and a terminal callback's body (docs/webhook-protocol.md, "Terminal
 -- callbacks").
 
@@ -32,6 +33,9 @@ LANGUAGE sql STABLE AS $$
 		'retry_backoff', jsonb_build_object('base_ms', w.backoff_base_ms,
 						    'max_ms', w.backoff_max_ms),
 		'max_concurrency', w.max_concurrency, 'signed', w.secret IS NOT NULL,
+		'previous_secret_valid_until',
+			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()
+			THEN hf_ts(w.secret_previous_until) END,
 		'step_output_replay', w.step_output_replay,
 		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
 $$;
