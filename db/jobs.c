@@ -8,12 +8,12 @@
 
 #include "db/internal.h"
 
-#define JOB_SELECT(name, type) ", (c.job)." #name
+/* The SELECT list of JOB_COLUMNS, after a constant first column (0) that
+ * gives every column of the list the same ", name" shape. */
+#define JOB_SELECT(name, type) ", " #name
 static const struct db_stmt q_cycle = {
 	"jobs_cycle",
-	"SELECT c.lost_kind, c.lost_id" JOB_COLUMNS(
-		JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5) c",
-	5};
+	"SELECT 0" JOB_COLUMNS(JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5)", 5};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
@@ -250,7 +250,8 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	free(cb);
 	if (r == NULL)
 		return e->code;
-	/* A row is a claimed job, or a settlement whose claim was lost. */
+	/* A row is a claimed job, or (kind lost_step, lost_callback) a
+	 * settlement whose claim was lost. */
 	int rows = PQntuples(r);
 	struct claimed_job *a = rows > 0 ? calloc((size_t)rows, sizeof *a) : NULL;
 	if (rows > 0 && a == NULL) {
@@ -259,10 +260,10 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	}
 	int k = 0;
 	for (int i = 0; i < rows; i++) {
-		if (!PQgetisnull(r, i, 0))
+		if (strncmp(PQgetvalue(r, i, 1), "lost_", 5) == 0)
 			(*lost)++;
 		else
-			read_job(r, i, 2, &a[k++]);
+			read_job(r, i, 1, &a[k++]);
 	}
 	PQclear(r);
 	if (k == 0) {

@@ -4,13 +4,13 @@
 -- queued too. The claimers are woken only when this claim left queued steps
 -- behind.
 --
--- Returns the claimed jobs (`job`, the columns db/jobs.c's JOB_COLUMNS reads),
--- then one row per settlement refused because its claim was lost (`lost_kind`
--- 'step' with the run id, or 'callback' with the callback id, in `lost_id`;
--- `job` NULL).
+-- Returns the claimed jobs (hf_job rows, the columns db/jobs.c's JOB_COLUMNS
+-- reads), then one row per settlement refused because its claim was lost: kind
+-- 'lost_step' with the run id, or 'lost_callback' with the callback id, in `id`
+-- (every other column NULL).
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
 			 p_lease_ms integer)
-RETURNS TABLE (lost_kind text, lost_id text, job hf_job)
+RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	lost text[] := '{}';
@@ -22,11 +22,11 @@ BEGIN
 		SELECT coalesce(array_agg(s.run_id) FILTER (WHERE s.outcome = 'claim_lost'), '{}'),
 		       coalesce(bool_or(s.outcome = 'pending'), false)
 		INTO lost, queued FROM hf_settle_steps(p_steps, false) s;
-		kinds := array_fill('step'::text, ARRAY[cardinality(lost)]);
+		kinds := array_fill('lost_step'::text, ARRAY[cardinality(lost)]);
 	END IF;
 	IF jsonb_array_length(p_callbacks) > 0 THEN
 		SELECT lost || coalesce(array_agg(s.id), '{}'),
-		       kinds || array_fill('callback'::text, ARRAY[count(*)::integer])
+		       kinds || array_fill('lost_callback'::text, ARRAY[count(*)::integer])
 		INTO lost, kinds
 		FROM hf_settle_callbacks(p_callbacks) s WHERE s.outcome = 'claim_lost';
 	END IF;
@@ -38,12 +38,13 @@ BEGIN
 		PERFORM set_config('synchronous_commit', 'off', true);
 	END IF;
 	IF p_limit > 0 THEN
-		RETURN QUERY SELECT NULL::text, NULL::text, j FROM hf_claim(p_owner, p_limit, p_lease_ms) j;
+		RETURN QUERY SELECT * FROM hf_claim(p_owner, p_limit, p_lease_ms);
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	IF queued AND n >= p_limit THEN
 		PERFORM pg_notify('hookflow_wake', '');
 	END IF;
-	RETURN QUERY SELECT l.k, l.i, NULL::hf_job FROM unnest(kinds, lost) AS l(k, i);
+	RETURN QUERY SELECT j.* FROM unnest(kinds, lost) AS l(k, i),
+		jsonb_populate_record(NULL::hf_job, jsonb_build_object('kind', l.k, 'id', l.i)) j;
 END
 $$;
