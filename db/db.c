@@ -413,6 +413,7 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		dl.tv_nsec -= 1000000000L;
 	}
 	int slot = -1;
+	struct db_conn *c = NULL;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		for (int i = 0; i < p->size; i++) {
@@ -426,24 +427,30 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT)
 			break;
 	}
-	if (slot >= 0)
+	if (slot >= 0) {
 		p->busy[slot] = true;
+		c = p->conns[slot];
+	}
 	pthread_mutex_unlock(&p->mu);
 	if (slot < 0)
 		return err_set(e, ERR_UNAVAILABLE, "no database connection free, try again");
 
-	if (p->conns[slot] == NULL) {
-		struct db_conn *c = NULL;
-		if (db_conn_open(p->url, &c, e)) {
-			pthread_mutex_lock(&p->mu);
+	if (c == NULL) {
+		/* Opened outside the lock (it takes a network round trip), stored
+		 * under it: db_pool_release reads every slot under the lock. */
+		enum err_code rc = db_conn_open(p->url, &c, e);
+		pthread_mutex_lock(&p->mu);
+		if (rc == ERR_OK) {
+			p->conns[slot] = c;
+		} else {
 			p->busy[slot] = false;
 			pthread_cond_signal(&p->cv);
-			pthread_mutex_unlock(&p->mu);
-			return e->code;
 		}
-		p->conns[slot] = c;
+		pthread_mutex_unlock(&p->mu);
+		if (rc)
+			return rc;
 	}
-	*out = p->conns[slot];
+	*out = c;
 	return ERR_OK;
 }
 
@@ -451,15 +458,17 @@ void db_pool_release(struct db_pool *p, struct db_conn *c)
 {
 	if (c == NULL)
 		return;
+	/* A connection left inside a transaction by an error path is rolled
+	 * back before anyone else gets it: here, while the caller still owns it,
+	 * not under the pool's lock (a round trip would hold up every other
+	 * acquire and release). */
+	if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+		PGresult *r = PQexec(c->pg, "ROLLBACK");
+		PQclear(r);
+	}
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->size; i++) {
 		if (p->conns[i] == c) {
-			/* A connection left inside a transaction by an error path is
-			 * rolled back before anyone else gets it. */
-			if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
-				PGresult *r = PQexec(c->pg, "ROLLBACK");
-				PQclear(r);
-			}
 			p->busy[i] = false;
 			break;
 		}

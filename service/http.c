@@ -34,6 +34,7 @@ struct http_server {
 	const struct app *app;
 	const struct http_route *routes;
 	int nroutes;
+	int port; /* the bound port */
 };
 
 struct longpoll {
@@ -42,7 +43,7 @@ struct longpoll {
 	bool suspended;
 	bool fired;
 	struct MHD_Connection *conn;
-	struct waiter *waiter;
+	uint64_t waiter; /* the armed waiter's id; 0 once fired (or none) */
 	struct listener *listener;
 };
 
@@ -336,7 +337,7 @@ static void lp_fire(void *arg)
 	struct longpoll *lp = arg;
 	pthread_mutex_lock(&lp->mu);
 	lp->fired = true;
-	lp->waiter = NULL;
+	lp->waiter = 0;
 	if (lp->suspended) {
 		lp->suspended = false;
 		MHD_resume_connection(lp->conn);
@@ -384,7 +385,7 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	pthread_mutex_lock(&lp->mu);
 	lp->waiter = listener_wait(r->app->listener, key, r->wait_deadline, lp_fire, lp);
-	if (lp->waiter == NULL) {
+	if (lp->waiter == 0) {
 		lp->fired = true;
 		pthread_mutex_unlock(&lp->mu);
 		lp_unref(lp); /* no waiter will */
@@ -432,7 +433,10 @@ void *http_req_ctx(const struct http_req *r)
 }
 
 /* Drops the request's hold on its long-poll, withdrawing a waiter that has
- * not fired. */
+ * not fired. The listener thread may be firing that waiter right now (and
+ * will free it): it is withdrawn by id, so nothing of it is touched unless
+ * the waiter table still holds it, and then it is ours to free; when the
+ * fire won, lp_fire drops the waiter's reference instead. */
 static void lp_release(struct http_req *r)
 {
 	struct longpoll *lp = r->lp;
@@ -440,9 +444,9 @@ static void lp_release(struct http_req *r)
 		return;
 	r->lp = NULL;
 	pthread_mutex_lock(&lp->mu);
-	struct waiter *w = lp->fired ? NULL : lp->waiter;
+	uint64_t id = lp->fired ? 0 : lp->waiter;
 	pthread_mutex_unlock(&lp->mu);
-	if (w != NULL && listener_unwait(lp->listener, w))
+	if (id != 0 && listener_unwait(lp->listener, id))
 		lp_unref(lp); /* the waiter's reference: it will never fire */
 	lp_unref(lp);
 }
@@ -788,10 +792,15 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 	}
 	const union MHD_DaemonInfo *info =
 		MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	log_info("http", "listening", "address=%s port=%u", cfg->listen_host,
-		 info ? (unsigned)info->port : (unsigned)cfg->listen_port);
+	s->port = info ? (int)info->port : cfg->listen_port;
+	log_info("http", "listening", "address=%s port=%d", cfg->listen_host, s->port);
 	*out = s;
 	return ERR_OK;
+}
+
+int http_server_port(const struct http_server *s)
+{
+	return s->port;
 }
 
 void http_server_stop(struct http_server *s)

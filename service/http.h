@@ -77,6 +77,10 @@ struct http_route {
 enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
 				struct http_server **out, struct err *e);
 
+/* The TCP port the server listens on (the one bound when HOOKFLOW_LISTEN
+ * gave port 0). */
+int http_server_port(const struct http_server *s);
+
 /* Stops accepting, closes connections and frees the server. NULL is a no-op. */
 void http_server_stop(struct http_server *s);
 
