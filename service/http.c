@@ -477,6 +477,99 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	free(r);
 }
 
+/* ---- a token-less instance answers only its own machine's pages ------- */
+
+/* True when `h` (`n` bytes: a host name or an IP literal without brackets)
+ * names this machine's loopback: localhost, 127.0.0.0/8, ::1 (or
+ * ::ffff:127.x.y.z). */
+static bool loopback_name(const char *h, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	if (n == 0 || n >= sizeof buf)
+		return false;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	if (strcasecmp(buf, "localhost") == 0)
+		return true;
+	struct in_addr a4;
+	if (inet_pton(AF_INET, buf, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET6, buf, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+/* True when the Host header value `host` is a loopback name with this
+ * server's port (":port" may only be left out when the port is 80). */
+static bool loopback_host(const char *host, int port)
+{
+	const char *name = host, *end;
+	size_t n;
+	if (host[0] == '[') {
+		end = strchr(host, ']');
+		if (end == NULL)
+			return false;
+		name = host + 1;
+		n = (size_t)(end - name);
+		end++;
+	} else {
+		end = strchr(host, ':');
+		if (end == NULL)
+			end = host + strlen(host);
+		n = (size_t)(end - host);
+	}
+	long got = 80;
+	if (*end == ':') {
+		char *stop = NULL;
+		if (end[1] < '0' || end[1] > '9')
+			return false;
+		got = strtol(end + 1, &stop, 10);
+		if (*stop != '\0')
+			return false;
+	} else if (*end != '\0') {
+		return false;
+	}
+	return got == port && loopback_name(name, n);
+}
+
+/* Without API tokens configured, being on this machine is the only
+ * credential, so a web page the developer visits must not be able to use the
+ * API: a request must be addressed to a loopback name with the listen port
+ * (a DNS-rebinding page would name its own host), and a request that carries
+ * an Origin header (every browser request but a same-origin GET) must come
+ * from the service's own origin, http://<that host>. With tokens configured
+ * neither is checked: a browser never sends the bearer token by itself, and
+ * a reverse proxy may present any host name. */
+static enum err_code local_origin_check(const struct http_req *r, struct err *e)
+{
+	if (r->app->cfg->ntokens > 0)
+		return ERR_OK;
+	int port = r->server->port;
+	const char *host =
+		MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	char q[80];
+	if (host == NULL || !loopback_host(host, port)) {
+		ids_quote(host ? host : "", host ? strlen(host) : 0, q, sizeof q);
+		return err_set(
+			e, ERR_FORBIDDEN,
+			"host: %s is not this service; without HOOKFLOW_API_TOKENS it answers "
+			"only requests addressed to 127.0.0.1:%d, localhost:%d or [::1]:%d",
+			host ? q : "(none)", port, port, port);
+	}
+	const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+	if (origin == NULL)
+		return ERR_OK;
+	if (strncasecmp(origin, "http://", 7) == 0 && strcasecmp(origin + 7, host) == 0)
+		return ERR_OK;
+	ids_quote(origin, strlen(origin), q, sizeof q);
+	return err_set(e, ERR_FORBIDDEN,
+		       "origin: requests from %s are refused; without HOOKFLOW_API_TOKENS this "
+		       "service answers only its own pages (http://%s)",
+		       q, host);
+}
+
 /* API routes need an API token when tokens are configured (401 otherwise).
  * Memo routes also accept the delivery token of the run in their path; any
  * other credential presented there is refused with 403, and without tokens
@@ -586,6 +679,8 @@ static void begin(struct http_req *r, const char *url)
 	}
 	memcpy(path, url, plen);
 	path[plen] = '\0';
+	if (local_origin_check(r, &e))
+		goto fail;
 
 	bool path_known = false;
 	const struct http_route *routes = r->server->routes;
