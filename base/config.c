@@ -166,6 +166,12 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (int_var("HOOKFLOW_HTTP_THREADS", 4, 1, 256, &n, e))
 		return e->code;
 	c->http_threads = (int)n;
+	if (int_var("HOOKFLOW_MAX_CONNS_PER_IP", 256, 0, 100000, &n, e))
+		return e->code;
+	c->max_conns_per_ip = (int)n;
+	if (int_var("HOOKFLOW_REQUEST_TIMEOUT_MS", 60000, 1000, 3600000, &n, e))
+		return e->code;
+	c->request_timeout_ms = (int)n;
 	if (int_var("HOOKFLOW_DB_POOL", 8, 1, 256, &n, e))
 		return e->code;
 	c->db_pool = (int)n;

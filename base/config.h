@@ -30,6 +30,8 @@ struct config {
 	bool log_json;              /* HOOKFLOW_LOG_FORMAT text|json */
 	int shutdown_grace_ms;      /* HOOKFLOW_SHUTDOWN_GRACE_MS, default 10000 */
 	int http_threads;           /* HOOKFLOW_HTTP_THREADS, default 4 */
+	int max_conns_per_ip;       /* HOOKFLOW_MAX_CONNS_PER_IP, default 256; 0: no limit */
+	int request_timeout_ms;     /* HOOKFLOW_REQUEST_TIMEOUT_MS, default 60000 */
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
 	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */

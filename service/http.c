@@ -1,12 +1,20 @@
 /* http: the MHD daemon, routing, auth, capped bodies, JSON replies and long-poll suspension.
  *
  * Each request gets a struct http_req (MHD's per-request context). The first
- * call of the access handler routes, authenticates and checks the body's
- * size and type before any byte of it is read; later calls collect the body up
- * to HOOKFLOW_MAX_BODY_BYTES; the last call runs the handler. A long-poll
- * suspends the MHD connection; the waiter's fire callback resumes it and the
- * handler runs again. The long-poll state is reference-counted because the
- * listener thread may fire a waiter while the request is finishing. */
+ * call of the access handler checks the request's host and origin (no API
+ * tokens), routes, authenticates and checks the body's size and type before
+ * any byte of it is read; later calls collect the body up to
+ * HOOKFLOW_MAX_BODY_BYTES (past it, reading stops and the connection is
+ * closed); the last call runs the handler. A long-poll suspends the MHD
+ * connection; the waiter's fire callback resumes it and the handler runs
+ * again. The long-poll state is reference-counted because the listener thread
+ * may fire a waiter while the request is finishing.
+ *
+ * Exhaustion: libmicrohttpd limits the connections of one client address
+ * (HOOKFLOW_MAX_CONNS_PER_IP); a connection must send each request, and read
+ * each answer, within HOOKFLOW_REQUEST_TIMEOUT_MS of being ready for it (a
+ * sweeper thread shuts down the late ones: libmicrohttpd's own timeout is
+ * reset by every byte). */
 #include "service/http.h"
 
 #include <arpa/inet.h>
@@ -18,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/ids.h"
 #include "base/log.h"
@@ -29,12 +39,33 @@
 #define MAX_REQUEST_ID 128
 #define HTTP_POOL_BYTES (32 * 1024)
 
+/* A connection's deadline: while linked in the server's list, the client
+ * must finish sending its request (or reading its answer) by `deadline`,
+ * whatever trickle of bytes it sends meanwhile (libmicrohttpd's own timeout
+ * is an idle one: every byte resets it). */
+struct conn_track {
+	struct conn_track *prev, *next;
+	bool linked;
+	bool expired; /* shut down by the sweeper: never linked again */
+	int fd;
+	int64_t deadline; /* monotonic ms */
+};
+
 struct http_server {
 	struct MHD_Daemon *daemon;
 	const struct app *app;
 	const struct http_route *routes;
 	int nroutes;
-	int port; /* the bound port */
+	atomic_int port; /* the bound port (set once listening) */
+	/* The deadline list, in deadline order (every deadline is now +
+	 * request_timeout_ms when set), and the thread that enforces it. */
+	pthread_mutex_t tmu;
+	pthread_cond_t tcv;
+	struct conn_track *head, *tail;
+	pthread_t sweeper;
+	bool sweeping;
+	bool stop;
+	int64_t timeout_ms;
 };
 
 struct longpoll {
@@ -59,7 +90,6 @@ struct http_req {
 	char *body;
 	size_t body_len;
 	size_t body_cap;
-	bool too_large;
 	bool has_body;
 	bool replied;
 	bool early_reply;    /* replied before reading the body */
@@ -182,6 +212,130 @@ no:
 	return false;
 }
 
+/* ---- request deadlines -------------------------------------------------- */
+
+static void track_unlink_locked(struct http_server *s, struct conn_track *t)
+{
+	if (!t->linked)
+		return;
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		s->head = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	else
+		s->tail = t->prev;
+	t->prev = t->next = NULL;
+	t->linked = false;
+}
+
+/* (Re)starts the connection's deadline: it ends request_timeout_ms from now. */
+static void track_arm(struct http_server *s, struct conn_track *t)
+{
+	if (t == NULL || s->timeout_ms <= 0)
+		return;
+	pthread_mutex_lock(&s->tmu);
+	if (!t->expired) {
+		track_unlink_locked(s, t);
+		t->deadline = timefmt_mono_ms() + s->timeout_ms;
+		t->prev = s->tail;
+		if (s->tail)
+			s->tail->next = t;
+		else
+			s->head = t;
+		s->tail = t;
+		t->linked = true;
+		if (s->head == t)
+			pthread_cond_signal(&s->tcv);
+	}
+	pthread_mutex_unlock(&s->tmu);
+}
+
+/* Stops the connection's deadline (its handler runs, or it is suspended). */
+static void track_disarm(struct http_server *s, struct conn_track *t)
+{
+	if (t == NULL || s->timeout_ms <= 0)
+		return;
+	pthread_mutex_lock(&s->tmu);
+	track_unlink_locked(s, t);
+	pthread_mutex_unlock(&s->tmu);
+}
+
+static struct conn_track *conn_track_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Shuts down every connection past its deadline: libmicrohttpd then sees
+ * the end of the stream and closes it. The socket is still open: a closing
+ * connection leaves the list (on_connection, under the same lock) before
+ * libmicrohttpd closes its socket. */
+static void *sweeper_main(void *arg)
+{
+	struct http_server *s = arg;
+	pthread_mutex_lock(&s->tmu);
+	while (!s->stop) {
+		int64_t now = timefmt_mono_ms();
+		while (s->head != NULL && s->head->deadline <= now) {
+			struct conn_track *t = s->head;
+			track_unlink_locked(s, t);
+			t->expired = true;
+			shutdown(t->fd, SHUT_RDWR);
+			log_debug("http", "request deadline passed, connection closed",
+				  "timeout_ms=%lld", (long long)s->timeout_ms);
+		}
+		if (s->head == NULL) {
+			pthread_cond_wait(&s->tcv, &s->tmu);
+			continue;
+		}
+		int64_t wait = s->head->deadline - now;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += wait / 1000;
+		ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
+	}
+	pthread_mutex_unlock(&s->tmu);
+	return NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection's deadline starts when it is
+ * accepted; it leaves the list when it closes. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct conn_track *t = ci ? calloc(1, sizeof *t) : NULL;
+		*socket_context = t;
+		if (t == NULL) {
+			if (ci != NULL) /* out of memory: no deadline could be kept */
+				shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		t->fd = ci->connect_fd;
+		track_arm(s, t);
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		struct conn_track *t = *socket_context;
+		*socket_context = NULL;
+		if (t == NULL)
+			return;
+		pthread_mutex_lock(&s->tmu);
+		track_unlink_locked(s, t);
+		pthread_mutex_unlock(&s->tmu);
+		free(t);
+	}
+}
+
 /* ---- replies ------------------------------------------------------------ */
 
 static void queue(struct http_req *r, int status, const char *ctype, char *body, size_t len)
@@ -206,6 +360,8 @@ static void queue(struct http_req *r, int status, const char *ctype, char *body,
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	MHD_queue_response(r->conn, (unsigned)status, resp);
 	MHD_destroy_response(resp);
+	/* The answer must be read within the request timeout too. */
+	track_arm((struct http_server *)r->server, conn_track_of(r->conn));
 }
 
 void http_reply_json(struct http_req *r, int status, json_t *body)
@@ -457,7 +613,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)c;
 	struct http_req *r = *con_cls;
 	if (r == NULL)
 		return;
@@ -465,6 +620,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	log_debug("http", "request", "request_id=%s method=%s status=%d duration_ms=%lld term=%d",
 		  r->request_id, r->method, r->status,
 		  (long long)(timefmt_mono_ms() - r->started_ms), (int)toe);
+	/* The next request on this connection has the whole timeout again. */
+	track_arm((struct http_server *)r->server, conn_track_of(c));
 	lp_release(r);
 	if (r->ctx_free != NULL)
 		r->ctx_free(r->ctx);
@@ -616,8 +773,6 @@ static bool json_content_type(const char *ct)
 	return next == '\0' || next == ';' || next == ' ';
 }
 
-#define DISCARD_MAX (64LL * 1024 * 1024) /* body bytes read and dropped before an error */
-
 struct header_scan {
 	const char *length; /* the first Content-Length */
 	bool conflicting_length;
@@ -664,15 +819,28 @@ static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char
 }
 
 /* First call of a request: route, authenticate, check the announced body.
- * On a failure the answer waits until a body of reasonable size has been read
- * (see `deferred`); requests without a body are answered at once. */
+ * On a failure the answer waits until a body no larger than
+ * HOOKFLOW_MAX_BODY_BYTES has been read and dropped (see `deferred`), so
+ * that the client reads the answer rather than a reset connection; requests
+ * without a body, bodies announced larger than that, and any body sent to a
+ * route that takes none (GET, the public routes) are answered at once,
+ * without reading a byte of the body. */
 static void begin(struct http_req *r, const char *url)
 {
 	struct err e = {0};
-	long long len = 0;
+	bool read_body_first = true;
 	const char *q = strchr(url, '?');
 	size_t plen = q ? (size_t)(q - url) : strlen(url);
 	char path[MAX_PATH_BYTES];
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	long long len = cl ? strtoll(cl, NULL, 10) : 0;
+	r->has_body = len > 0 || te != NULL;
+	if (len > r->app->cfg->max_body_bytes)
+		read_body_first = false; /* too large to be worth reading */
+
 	if (plen >= sizeof path) {
 		err_set(&e, ERR_NOT_FOUND, "path too long");
 		goto fail;
@@ -705,6 +873,11 @@ static void begin(struct http_req *r, const char *url)
 			err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", r->method, path);
 		goto fail;
 	}
+	if (r->has_body && (strcmp(r->method, "GET") == 0 || r->route->auth == HTTP_AUTH_PUBLIC)) {
+		read_body_first = false;
+		err_set(&e, ERR_INVALID, "body: %s %s takes no request body", r->method, path);
+		goto fail;
+	}
 	if (authorize(r, &e))
 		goto fail;
 	struct header_scan hs = {0};
@@ -719,12 +892,6 @@ static void begin(struct http_req *r, const char *url)
 		err_set(&e, ERR_INVALID, "%s: malformed percent-encoding or invalid UTF-8", qs.bad);
 		goto fail;
 	}
-	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	len = cl ? strtoll(cl, NULL, 10) : 0;
-	r->has_body = len > 0 || te != NULL;
 	if (r->has_body) {
 		if (len > r->app->cfg->max_body_bytes) {
 			err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
@@ -740,15 +907,25 @@ static void begin(struct http_req *r, const char *url)
 	}
 	return;
 fail:
-	/* A client whose body is still coming would see its connection reset
-	 * before reading an answer sent now: a body of reasonable size is read
-	 * and dropped first (see on_request), a huge one is answered at once. */
-	if (r->has_body && len <= DISCARD_MAX) {
+	if (r->has_body && read_body_first) {
 		r->deferred = e;
 		return;
 	}
+	/* Answered now: libmicrohttpd reads none of the body and closes the
+	 * connection once the answer is sent. */
 	r->early_reply = true;
 	http_reply_error(r, &e);
+}
+
+/* A body passed HOOKFLOW_MAX_BODY_BYTES: reading stops here and the
+ * connection is closed (the client cannot be answered before it has sent the
+ * rest, and the rest is not read). */
+static enum MHD_Result body_over_cap(const struct http_req *r)
+{
+	log_info("http", "request body over the limit, connection closed",
+		 "request_id=%s method=%s max_body_bytes=%lld", r->request_id, r->method,
+		 (long long)r->app->cfg->max_body_bytes);
+	return MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -785,8 +962,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (*upload_data_size > 0) {
 			r->discarded += *upload_data_size;
 			*upload_data_size = 0;
-			if ((long long)r->discarded > DISCARD_MAX)
-				return MHD_NO; /* not worth reading further: close */
+			if ((int64_t)r->discarded > r->app->cfg->max_body_bytes)
+				return body_over_cap(r);
 			return MHD_YES;
 		}
 		if (!r->replied)
@@ -796,13 +973,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
-		if (r->too_large || (int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes) {
-			r->too_large = true;
-			free(r->body);
-			r->body = NULL;
-			r->body_len = r->body_cap = 0;
-			return MHD_YES;
-		}
+		if ((int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes)
+			return body_over_cap(r);
 		if (r->body_len + n + 1 > r->body_cap) {
 			size_t cap = r->body_cap ? r->body_cap : 1024;
 			while (cap < r->body_len + n + 1)
@@ -820,13 +992,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->replied)
 		return MHD_YES;
-	if (r->too_large) {
-		struct err e = {0};
-		err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
-			(long long)r->app->cfg->max_body_bytes);
-		http_reply_error(r, &e);
-		return MHD_YES;
-	}
+	/* The request is read: its handler runs (or suspends) with no deadline. */
+	track_disarm(s, conn_track_of(conn));
 	r->route->fn(r);
 	if (!r->replied && (r->lp == NULL || http_longpoll_state(r) == HTTP_LP_NONE)) {
 		/* A handler that neither replied nor suspended is a bug. */
@@ -836,6 +1003,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	return MHD_YES;
 }
+
+static void server_free(struct http_server *s);
 
 enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
 				struct http_server **out, struct err *e)
@@ -848,6 +1017,21 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 	s->app = app;
 	s->routes = routes;
 	s->nroutes = nroutes;
+	atomic_store(&s->port, cfg->listen_port);
+	s->timeout_ms = cfg->request_timeout_ms;
+	pthread_mutex_init(&s->tmu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->tcv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (s->timeout_ms > 0) {
+		if (pthread_create(&s->sweeper, NULL, sweeper_main, s) != 0) {
+			server_free(s);
+			return err_set(e, ERR_INTERNAL, "http: cannot start the deadline thread");
+		}
+		s->sweeping = true;
+	}
 
 	struct sockaddr_storage ss;
 	memset(&ss, 0, sizeof ss);
@@ -865,14 +1049,17 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 		v6->sin6_port = htons((uint16_t)cfg->listen_port);
 		flags |= MHD_USE_IPv6;
 	} else {
-		free(s);
+		server_free(s);
 		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: bad address %s", host);
 	}
 	s->daemon = MHD_start_daemon(
 		flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 		(struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+		/* An idle timeout (every byte resets it); the request timeout is
+		 * kept by the sweeper thread, whatever trickle of bytes arrives. */
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)20000,
+		(unsigned)20000, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)cfg->max_conns_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		/* The per-connection pool holds the request line and headers (bodies
 		 * are copied out as they arrive); libmicrohttpd zeroes it for every
 		 * request, so its size is paid per request: 32 KiB (its default)
@@ -881,27 +1068,45 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_UNESCAPE_CALLBACK,
 		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 	if (s->daemon == NULL) {
-		free(s);
+		server_free(s);
 		return err_set(e, ERR_UNAVAILABLE, "cannot listen on %s:%d", cfg->listen_host,
 			       cfg->listen_port);
 	}
 	const union MHD_DaemonInfo *info =
 		MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	s->port = info ? (int)info->port : cfg->listen_port;
-	log_info("http", "listening", "address=%s port=%d", cfg->listen_host, s->port);
+	if (info != NULL)
+		atomic_store(&s->port, (int)info->port);
+	log_info("http", "listening",
+		 "address=%s port=%d max_conns_per_ip=%d request_timeout_ms=%d", cfg->listen_host,
+		 atomic_load(&s->port), cfg->max_conns_per_ip, cfg->request_timeout_ms);
 	*out = s;
 	return ERR_OK;
 }
 
 int http_server_port(const struct http_server *s)
 {
-	return s->port;
+	return atomic_load(&s->port);
+}
+
+/* Stops the deadline thread and frees the server (the daemon is stopped). */
+static void server_free(struct http_server *s)
+{
+	if (s->sweeping) {
+		pthread_mutex_lock(&s->tmu);
+		s->stop = true;
+		pthread_cond_signal(&s->tcv);
+		pthread_mutex_unlock(&s->tmu);
+		pthread_join(s->sweeper, NULL);
+	}
+	pthread_cond_destroy(&s->tcv);
+	pthread_mutex_destroy(&s->tmu);
+	free(s);
 }
 
 void http_server_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
-	MHD_stop_daemon(s->daemon);
-	free(s);
+	MHD_stop_daemon(s->daemon); /* every connection leaves the deadline list */
+	server_free(s);
 }

@@ -19,6 +19,7 @@
 struct db_pool;
 struct dispatcher;
 struct listener;
+struct snapshot;
 struct submitter;
 
 /* What handlers reach through a request: borrowed, lives as long as the
@@ -29,7 +30,8 @@ struct app {
 	struct dispatcher *dispatcher;
 	struct listener *listener;
 	struct submitter *submitter;
-	const char *openapi; /* the OpenAPI document */
+	struct snapshot *snapshot; /* what /readyz and /metrics report of the database */
+	const char *openapi;       /* the OpenAPI document */
 	size_t openapi_len;
 	const unsigned char *memo_key; /* signs delivery tokens */
 	size_t memo_key_len;

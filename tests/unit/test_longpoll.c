@@ -154,6 +154,7 @@ static void test_answers_with_armed_waiters_while_they_fire(void **state)
 		.listen_port = 0,
 		.http_threads = 4,
 		.max_body_bytes = 1 << 20,
+		.request_timeout_ms = 60000,
 	};
 	ws = waiters_new();
 	assert_non_null(ws);
