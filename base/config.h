@@ -10,12 +10,21 @@
 #include "base/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
+#define CONFIG_MIN_TOKEN 16
+#define CONFIG_MAX_TOKEN 512
+
+/* What an API token may do. */
+enum token_scope {
+	TOKEN_SCOPE_ADMIN = 0, /* everything (a token written without a scope) */
+	TOKEN_SCOPE_READ,      /* GET only */
+};
 
 struct config {
 	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
 	char *listen_host;               /* HOOKFLOW_LISTEN host part, default 127.0.0.1 */
 	int listen_port;                 /* HOOKFLOW_LISTEN port part, default 8080 */
-	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS, comma-separated */
+	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS: [read:|admin:]TOKEN,... */
+	enum token_scope token_scopes[CONFIG_MAX_TOKENS];
 	int ntokens;
 	char *public_url;           /* HOOKFLOW_PUBLIC_URL, default http://<listen> */
 	int workers;                /* HOOKFLOW_WORKERS, default CPUs / 2, at least 1 */

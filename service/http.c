@@ -4,8 +4,9 @@
  * call of the access handler checks the request's host and origin (no API
  * tokens), routes, authenticates and checks the body's size and type before
  * any byte of it is read; later calls collect the body up to
- * HOOKFLOW_MAX_BODY_BYTES (past it, reading stops and the connection is
- * closed); the last call runs the handler. A long-poll suspends the MHD
+ * HOOKFLOW_MAX_BODY_BYTES (past it, nothing more is kept: the 413 is queued
+ * and the connection closed within HTTP_LINGER_MS); the last call runs the
+ * handler. A long-poll suspends the MHD
  * connection; the waiter's fire callback resumes it and the handler runs
  * again. The long-poll state is reference-counted because the listener thread
  * may fire a waiter while the request is finishing.
@@ -43,13 +44,23 @@
  * must finish sending its request (or reading its answer) by `deadline`,
  * whatever trickle of bytes it sends meanwhile (libmicrohttpd's own timeout
  * is an idle one: every byte resets it). */
+struct track_list {
+	struct conn_track *head, *tail; /* in deadline order */
+};
+
 struct conn_track {
 	struct conn_track *prev, *next;
-	bool linked;
-	bool expired; /* shut down by the sweeper: never linked again */
+	struct track_list *in; /* the list it is linked in, or NULL */
+	bool expired;          /* shut down by the sweeper: never linked again */
 	int fd;
 	int64_t deadline; /* monotonic ms */
 };
+
+/* After an answer sent while a body was still coming (it passed its cap),
+ * the rest of that body is discarded, unbuffered, for at most this long, so
+ * that a client which finishes sending promptly reads the answer; then the
+ * connection is closed. */
+#define HTTP_LINGER_MS 2000
 
 struct http_server {
 	struct MHD_Daemon *daemon;
@@ -57,11 +68,12 @@ struct http_server {
 	const struct http_route *routes;
 	int nroutes;
 	atomic_int port; /* the bound port (set once listening) */
-	/* The deadline list, in deadline order (every deadline is now +
-	 * request_timeout_ms when set), and the thread that enforces it. */
+	/* The deadline lists, each in deadline order (every deadline in `wait`
+	 * is now + request_timeout_ms, every one in `linger` now +
+	 * HTTP_LINGER_MS), and the thread that enforces them. */
 	pthread_mutex_t tmu;
 	pthread_cond_t tcv;
-	struct conn_track *head, *tail;
+	struct track_list wait, linger;
 	pthread_t sweeper;
 	bool sweeping;
 	bool stop;
@@ -92,9 +104,12 @@ struct http_req {
 	size_t body_cap;
 	bool has_body;
 	bool replied;
-	bool early_reply;    /* replied before reading the body */
-	struct err deferred; /* an error answered once the body has been read */
-	size_t discarded;    /* body bytes read and dropped for a deferred error */
+	enum token_scope scope; /* what the request's credential may do */
+	bool close_after;       /* the answer closes the connection */
+	bool overflow;          /* the body passed its cap: dropped as it comes */
+	bool early_reply;       /* replied before reading the body */
+	struct err deferred;    /* an error answered once the body has been read */
+	size_t discarded;       /* body bytes read and dropped for a deferred error */
 	struct longpoll *lp;
 	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
 	char **allocs;         /* decoded query values, freed with the request */
@@ -214,42 +229,51 @@ no:
 
 /* ---- request deadlines -------------------------------------------------- */
 
-static void track_unlink_locked(struct http_server *s, struct conn_track *t)
+static void track_unlink_locked(struct conn_track *t)
 {
-	if (!t->linked)
+	struct track_list *l = t->in;
+	if (l == NULL)
 		return;
 	if (t->prev)
 		t->prev->next = t->next;
 	else
-		s->head = t->next;
+		l->head = t->next;
 	if (t->next)
 		t->next->prev = t->prev;
 	else
-		s->tail = t->prev;
+		l->tail = t->prev;
 	t->prev = t->next = NULL;
-	t->linked = false;
+	t->in = NULL;
 }
 
-/* (Re)starts the connection's deadline: it ends request_timeout_ms from now. */
-static void track_arm(struct http_server *s, struct conn_track *t)
+/* (Re)starts the connection's deadline: `ms` from now, in list `l` (whose
+ * deadlines are all now + the same `ms`, so appending keeps it in order). */
+static void track_arm_in(struct http_server *s, struct conn_track *t, struct track_list *l,
+			 int64_t ms)
 {
 	if (t == NULL || s->timeout_ms <= 0)
 		return;
 	pthread_mutex_lock(&s->tmu);
 	if (!t->expired) {
-		track_unlink_locked(s, t);
-		t->deadline = timefmt_mono_ms() + s->timeout_ms;
-		t->prev = s->tail;
-		if (s->tail)
-			s->tail->next = t;
+		track_unlink_locked(t);
+		t->deadline = timefmt_mono_ms() + ms;
+		t->prev = l->tail;
+		if (l->tail)
+			l->tail->next = t;
 		else
-			s->head = t;
-		s->tail = t;
-		t->linked = true;
-		if (s->head == t)
+			l->head = t;
+		l->tail = t;
+		t->in = l;
+		if (l->head == t)
 			pthread_cond_signal(&s->tcv);
 	}
 	pthread_mutex_unlock(&s->tmu);
+}
+
+/* (Re)starts the connection's deadline: it ends request_timeout_ms from now. */
+static void track_arm(struct http_server *s, struct conn_track *t)
+{
+	track_arm_in(s, t, &s->wait, s->timeout_ms);
 }
 
 /* Stops the connection's deadline (its handler runs, or it is suspended). */
@@ -258,7 +282,7 @@ static void track_disarm(struct http_server *s, struct conn_track *t)
 	if (t == NULL || s->timeout_ms <= 0)
 		return;
 	pthread_mutex_lock(&s->tmu);
-	track_unlink_locked(s, t);
+	track_unlink_locked(t);
 	pthread_mutex_unlock(&s->tmu);
 }
 
@@ -271,27 +295,37 @@ static struct conn_track *conn_track_of(struct MHD_Connection *c)
 
 /* Shuts down every connection past its deadline: libmicrohttpd then sees
  * the end of the stream and closes it. The socket is still open: a closing
- * connection leaves the list (on_connection, under the same lock) before
+ * connection leaves its list (on_connection, under the same lock) before
  * libmicrohttpd closes its socket. */
+static void expire_locked(struct track_list *l, int64_t now)
+{
+	while (l->head != NULL && l->head->deadline <= now) {
+		struct conn_track *t = l->head;
+		track_unlink_locked(t);
+		t->expired = true;
+		shutdown(t->fd, SHUT_RDWR);
+		log_debug("http", "connection deadline passed, connection closed", NULL);
+	}
+}
+
 static void *sweeper_main(void *arg)
 {
 	struct http_server *s = arg;
 	pthread_mutex_lock(&s->tmu);
 	while (!s->stop) {
 		int64_t now = timefmt_mono_ms();
-		while (s->head != NULL && s->head->deadline <= now) {
-			struct conn_track *t = s->head;
-			track_unlink_locked(s, t);
-			t->expired = true;
-			shutdown(t->fd, SHUT_RDWR);
-			log_debug("http", "request deadline passed, connection closed",
-				  "timeout_ms=%lld", (long long)s->timeout_ms);
-		}
-		if (s->head == NULL) {
+		expire_locked(&s->wait, now);
+		expire_locked(&s->linger, now);
+		int64_t next = -1;
+		if (s->wait.head != NULL)
+			next = s->wait.head->deadline;
+		if (s->linger.head != NULL && (next < 0 || s->linger.head->deadline < next))
+			next = s->linger.head->deadline;
+		if (next < 0) {
 			pthread_cond_wait(&s->tcv, &s->tmu);
 			continue;
 		}
-		int64_t wait = s->head->deadline - now;
+		int64_t wait = next - now;
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += wait / 1000;
@@ -330,7 +364,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (t == NULL)
 			return;
 		pthread_mutex_lock(&s->tmu);
-		track_unlink_locked(s, t);
+		track_unlink_locked(t);
 		pthread_mutex_unlock(&s->tmu);
 		free(t);
 	}
@@ -358,6 +392,8 @@ static void queue(struct http_req *r, int status, const char *ctype, char *body,
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (r->close_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	MHD_queue_response(r->conn, (unsigned)status, resp);
 	MHD_destroy_response(resp);
 	/* The answer must be read within the request timeout too. */
@@ -422,6 +458,10 @@ const char *http_req_method(const struct http_req *r)
 const char *http_req_id(const struct http_req *r)
 {
 	return r->request_id;
+}
+enum token_scope http_req_scope(const struct http_req *r)
+{
+	return r->scope;
 }
 bool http_req_has_body(const struct http_req *r)
 {
@@ -727,13 +767,15 @@ static enum err_code local_origin_check(const struct http_req *r, struct err *e)
 		       q, host);
 }
 
-/* API routes need an API token when tokens are configured (401 otherwise).
- * Memo routes also accept the delivery token of the run in their path; any
- * other credential presented there is refused with 403, and without tokens
- * configured a request without credentials is let through like any API call. */
-static enum err_code authorize(const struct http_req *r, struct err *e)
+/* API routes need an API token when tokens are configured (401 otherwise);
+ * a token of scope read may only GET (403 otherwise). Memo routes also accept
+ * the delivery token of the run in their path; any other credential presented
+ * there is refused with 403, and without tokens configured a request without
+ * credentials is let through like any API call (with every right). */
+static enum err_code authorize(struct http_req *r, struct err *e)
 {
 	const struct config *cfg = r->app->cfg;
+	r->scope = TOKEN_SCOPE_ADMIN;
 	if (r->route->auth == HTTP_AUTH_PUBLIC)
 		return ERR_OK;
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -741,11 +783,21 @@ static enum err_code authorize(const struct http_req *r, struct err *e)
 	const char *tok = NULL;
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
 		tok = h + 7;
-	int api = 0;
-	for (int i = 0; tok != NULL && i < cfg->ntokens; i++)
-		api |= sig_equal(tok, cfg->tokens[i]);
-	if (api)
+	int match = -1;
+	for (int i = 0; tok != NULL && i < cfg->ntokens; i++) {
+		int eq = sig_equal(tok, cfg->tokens[i]);
+		match = eq ? i : match;
+	}
+	if (match >= 0) {
+		r->scope = cfg->token_scopes[match];
+		if (r->scope == TOKEN_SCOPE_READ && strcmp(r->method, "GET") != 0)
+			return err_set(
+				e, ERR_FORBIDDEN,
+				"authorization: this token may only read (scope read); %s is "
+				"refused",
+				r->method);
 		return ERR_OK;
+	}
 	if (r->route->auth == HTTP_AUTH_MEMO && tok != NULL) {
 		char mine[SIG_TOKEN_LEN + 1];
 		sig_memo_token(r->app->memo_key, r->app->memo_key_len, r->params[0], mine);
@@ -917,15 +969,26 @@ fail:
 	http_reply_error(r, &e);
 }
 
-/* A body passed HOOKFLOW_MAX_BODY_BYTES: reading stops here and the
- * connection is closed (the client cannot be answered before it has sent the
- * rest, and the rest is not read). */
-static enum MHD_Result body_over_cap(const struct http_req *r)
+/* A body passed HOOKFLOW_MAX_BODY_BYTES: nothing more of it is buffered
+ * or handed to a handler. What still comes is dropped as it arrives, for at
+ * most HTTP_LINGER_MS: a client that finishes sending by then reads the 413
+ * (or the error that was waiting for the body), on a connection then closed;
+ * otherwise the connection is closed without more reading. */
+static void body_over_cap(struct http_req *r)
 {
-	log_info("http", "request body over the limit, connection closed",
-		 "request_id=%s method=%s max_body_bytes=%lld", r->request_id, r->method,
-		 (long long)r->app->cfg->max_body_bytes);
-	return MHD_NO;
+	if (r->deferred.code == ERR_OK)
+		err_set(&r->deferred, ERR_TOO_LARGE, "body: larger than %lld bytes",
+			(long long)r->app->cfg->max_body_bytes);
+	r->overflow = true;
+	r->close_after = true;
+	free(r->body);
+	r->body = NULL;
+	r->body_len = r->body_cap = 0;
+	log_info("http", "request body over the limit, no longer read",
+		 "request_id=%s method=%s max_body_bytes=%lld linger_ms=%d", r->request_id,
+		 r->method, (long long)r->app->cfg->max_body_bytes, HTTP_LINGER_MS);
+	struct http_server *s = (struct http_server *)r->server;
+	track_arm_in(s, conn_track_of(r->conn), &s->linger, HTTP_LINGER_MS);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -954,7 +1017,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		begin(r, url);
 		return MHD_YES;
 	}
-	if (r->early_reply) {
+	if (r->early_reply || (r->replied && *upload_data_size > 0)) {
 		*upload_data_size = 0; /* discard: the answer is already queued */
 		return MHD_YES;
 	}
@@ -962,8 +1025,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (*upload_data_size > 0) {
 			r->discarded += *upload_data_size;
 			*upload_data_size = 0;
-			if ((int64_t)r->discarded > r->app->cfg->max_body_bytes)
-				return body_over_cap(r);
+			if (!r->overflow && (int64_t)r->discarded > r->app->cfg->max_body_bytes)
+				body_over_cap(r);
 			return MHD_YES;
 		}
 		if (!r->replied)
@@ -973,8 +1036,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
-		if ((int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes)
-			return body_over_cap(r);
+		if ((int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes) {
+			body_over_cap(r); /* from now on, the deferred answer */
+			return MHD_YES;
+		}
 		if (r->body_len + n + 1 > r->body_cap) {
 			size_t cap = r->body_cap ? r->body_cap : 1024;
 			while (cap < r->body_len + n + 1)

@@ -97,6 +97,10 @@ const char *http_req_query(const struct http_req *r, const char *name);
 /* The request body (NUL-terminated; empty when none). */
 const char *http_req_body(const struct http_req *r, size_t *len);
 bool http_req_has_body(const struct http_req *r);
+/* What the request's credential may do: TOKEN_SCOPE_READ for a token of
+ * scope read, TOKEN_SCOPE_ADMIN otherwise (an admin token, a delivery token,
+ * or no credential on an instance without tokens). */
+enum token_scope http_req_scope(const struct http_req *r);
 const char *http_req_id(const struct http_req *r);
 
 /* Parses the body as a JSON object (new reference in *out). ERR_INVALID
