@@ -57,12 +57,15 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 	c->nprepared = 0;
 	c->pg = PQconnectdb(c->url);
 	if (PQstatus(c->pg) != CONNECTION_OK) {
-		char msg[200];
+		/* PostgreSQL's own text names the host, port, user and database:
+		 * it goes to the log, never into an error that may reach a client. */
+		char msg[300];
 		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->pg));
 		msg[strcspn(msg, "\n")] = '\0';
+		log_warn("db", "cannot connect", "error=\"%s\"", msg);
 		PQfinish(c->pg);
 		c->pg = NULL;
-		return err_set(e, ERR_UNAVAILABLE, "database unavailable: %s", msg);
+		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
 	}
 	PQsetNoticeProcessor(c->pg, on_notice, NULL);
 	/* Settlement rules compare times in the database; keep sessions in UTC. */

@@ -104,12 +104,15 @@ struct http_req {
 	size_t body_cap;
 	bool has_body;
 	bool replied;
-	enum token_scope scope; /* what the request's credential may do */
-	bool close_after;       /* the answer closes the connection */
-	bool overflow;          /* the body passed its cap: dropped as it comes */
-	bool early_reply;       /* replied before reading the body */
-	struct err deferred;    /* an error answered once the body has been read */
-	size_t discarded;       /* body bytes read and dropped for a deferred error */
+	enum token_scope scope;                /* what the request's credential may do */
+	bool close_after;                      /* the answer closes the connection */
+	bool overflow;                         /* the body passed its cap: dropped as it comes */
+	char *xh_name[HTTP_MAX_EXTRA_HEADERS]; /* headers of the answer (http_reply_header) */
+	char *xh_value[HTTP_MAX_EXTRA_HEADERS];
+	int nxh;
+	bool early_reply;    /* replied before reading the body */
+	struct err deferred; /* an error answered once the body has been read */
+	size_t discarded;    /* body bytes read and dropped for a deferred error */
 	struct longpoll *lp;
 	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
 	char **allocs;         /* decoded query values, freed with the request */
@@ -390,6 +393,9 @@ static void queue(struct http_req *r, int status, const char *ctype, char *body,
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	for (int i = 0; i < r->nxh; i++)
+		MHD_add_response_header(resp, r->xh_name[i], r->xh_value[i]);
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (r->close_after)
@@ -443,6 +449,20 @@ void http_reply_bytes(struct http_req *r, int status, const char *ctype, const c
 void http_reply_empty(struct http_req *r, int status)
 {
 	queue(r, status, NULL, NULL, 0);
+}
+
+void http_reply_header(struct http_req *r, const char *name, const char *value)
+{
+	if (r->nxh == HTTP_MAX_EXTRA_HEADERS)
+		return;
+	char *n = strdup(name), *v = strdup(value);
+	if (n == NULL || v == NULL) {
+		free(n);
+		free(v);
+		return;
+	}
+	r->xh_name[r->nxh] = n;
+	r->xh_value[r->nxh++] = v;
 }
 
 /* ---- accessors ----------------------------------------------------------- */
@@ -669,6 +689,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r->params[i]);
 	for (int i = 0; i < r->nallocs; i++)
 		free(r->allocs[i]);
+	for (int i = 0; i < r->nxh; i++) {
+		free(r->xh_name[i]);
+		free(r->xh_value[i]);
+	}
 	free(r->allocs);
 	free(r->body);
 	free(r);

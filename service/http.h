@@ -123,6 +123,14 @@ void http_reply_bytes(struct http_req *r, int status, const char *ctype, const c
 /* Replies `status` without a body (e.g. 204). */
 void http_reply_empty(struct http_req *r, int status);
 
+/* Every answer carries X-Request-Id, Cache-Control: no-store and
+ * X-Content-Type-Options: nosniff. A handler adds others with
+ * http_reply_header (`name` and `value` copied) before it replies; at most
+ * HTTP_MAX_EXTRA_HEADERS, further ones (or any when out of memory) are
+ * dropped. */
+#define HTTP_MAX_EXTRA_HEADERS 8
+void http_reply_header(struct http_req *r, const char *name, const char *value);
+
 /* ---- long-poll ------------------------------------------------------------ */
 
 enum http_longpoll_state { HTTP_LP_NONE = 0, HTTP_LP_ARMED, HTTP_LP_FIRED };

@@ -254,11 +254,19 @@ try {
 		}, 15000);
 	});
 
-	await check('GET / serves the embedded dashboard, self-contained', async () => {
+	await check('GET / serves the embedded dashboard, self-contained, under a strict CSP', async () => {
 		const res = await fetch(base + '/');
 		assert(res.status === 200, `GET / answered ${res.status}`);
 		const ct = res.headers.get('content-type');
 		assert(ct === 'text/html; charset=utf-8', `content-type ${ct}`);
+		// the page runs under a strict policy: any violation is a console
+		// error, which the last check reports
+		const csp = res.headers.get('content-security-policy') || '';
+		assert(/default-src 'none'/.test(csp) && /script-src 'sha256-[^']+'/.test(csp) &&
+			/style-src 'sha256-[^']+'/.test(csp) && /frame-ancestors 'none'/.test(csp) &&
+			!/unsafe/.test(csp), `Content-Security-Policy: ${csp}`);
+		assert(res.headers.get('x-content-type-options') === 'nosniff', 'no X-Content-Type-Options: nosniff');
+		assert(res.headers.get('referrer-policy') === 'no-referrer', 'no Referrer-Policy');
 		const body = await res.text();
 		assert(body === readFileSync(dashboardSrc, 'utf8'), 'GET / differs from dashboard/index.html');
 		assert(body.length < 60 * 1024, `the page is ${body.length} bytes`);
@@ -631,15 +639,15 @@ try {
 				await p2.close();
 			}
 		}
-		// A page of another origin (here the same service under its other name)
-		// posts a cancel: the browser sends it, the service refuses it.
+		// A page of another origin (another local web server: the test's
+		// webhook) posts a cancel: the browser sends it, the service refuses it.
 		await apiOk('POST', '/v1/runs', { workflow: WF, run_id: 'open-victim', delay_ms: 600000 });
 		const p3 = await context.newPage();
 		try {
-			await p3.goto(`http://127.0.0.1:${openPort}/`);
+			await p3.goto(`${hook.url}/`);
 			const sent = await p3.evaluate((url) =>
 				fetch(url, { method: 'POST', mode: 'no-cors' }).then(() => 'sent', (e) => String(e)),
-			`http://localhost:${openPort}/v1/runs/open-victim/cancel`);
+			`http://127.0.0.1:${openPort}/v1/runs/open-victim/cancel`);
 			assert(sent === 'sent', `the browser did not send the request: ${sent}`);
 		} finally {
 			await p3.close();
