@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <openssl/rand.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,28 @@ void db_pool_free(struct db_pool *p)
 	free(p);
 }
 
+/* A pooled connection the server closed while it sat idle (a restart, a
+ * terminated backend) has its end of stream waiting to be read: notice it
+ * before handing the connection out, so that its next statement reconnects
+ * instead of failing. One poll(2) without waiting. */
+static void drop_if_closed(struct db_conn *c)
+{
+	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK ||
+	    PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		return;
+	struct pollfd pf = {.fd = PQsocket(c->pg), .events = POLLIN};
+	bool lost = false;
+	/* The server's last message and its end of stream may take two reads. */
+	for (int i = 0; i < 4 && !lost && pf.fd >= 0 && poll(&pf, 1, 0) > 0; i++)
+		lost = PQconsumeInput(c->pg) == 0 || PQstatus(c->pg) != CONNECTION_OK;
+	if (lost) {
+		log_info("db", "pooled connection closed by the server, reconnecting", NULL);
+		PQfinish(c->pg);
+		c->pg = NULL;
+		c->nprepared = 0;
+	}
+}
+
 enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **out, struct err *e)
 {
 	*out = NULL;
@@ -452,6 +475,8 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		pthread_mutex_unlock(&p->mu);
 		if (rc)
 			return rc;
+	} else {
+		drop_if_closed(c);
 	}
 	*out = c;
 	return ERR_OK;
