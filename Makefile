@@ -119,15 +119,17 @@ asan:
 # The concurrent paths against a ThreadSanitizer build: the dispatcher's
 # scenarios (concurrent calls, cancel, retries, callbacks, two instances), the
 # long-polls (tests/unit/test_longpoll.c, the wait_ms and group tests, the
-# stress of tests/integration/test_races.py) and the connection pool under
-# contention. A data race aborts the process (halt_on_error) and fails its
-# test.
+# stress of tests/integration/test_races.py), the connection pool under
+# contention, and the request deadlines and /metrics snapshot under load
+# (test_http_limits, test_small_leaks). A data race aborts the process
+# (halt_on_error) and fails its test.
 tsan:
 	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=build/tsan SANITIZE=thread \
 	    build/tsan/hookflow build/tsan/tests/test_longpoll
 
 TSAN_TESTS := test_cancel or test_retries or test_callbacks or test_multi_instance or \
-              test_outcomes or test_races or test_wait_ms or test_long_poll
+              test_outcomes or test_races or test_wait_ms or test_long_poll or test_http_limits or \
+              test_small_leaks
 
 tsan-test: tsan
 	@echo "== build/tsan/tests/test_longpoll"
