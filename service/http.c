@@ -4,12 +4,12 @@
  * call of the access handler checks the request's host and origin (no API
  * tokens), routes, authenticates and checks the body's size and type before
  * any byte of it is read; later calls collect the body up to
- * HOOKFLOW_MAX_BODY_BYTES (past it, nothing more is kept: the 413 is queued
- * and the connection closed within HTTP_LINGER_MS); the last call runs the
- * handler. A long-poll suspends the MHD
- * connection; the waiter's fire callback resumes it and the handler runs
- * again. The long-poll state is reference-counted because the listener thread
- * may fire a waiter while the request is finishing.
+ * HOOKFLOW_MAX_BODY_BYTES (past it, nothing more is kept, and the connection
+ * is closed within HTTP_LINGER_MS); the last call runs the handler. A
+ * long-poll suspends the MHD connection; the waiter's fire callback resumes
+ * it and the handler runs again. The long-poll state is reference-counted
+ * because the listener thread may fire a waiter while the request is
+ * finishing.
  *
  * Exhaustion: libmicrohttpd limits the connections of one client address
  * (HOOKFLOW_MAX_CONNS_PER_IP); a connection must send each request, and read
@@ -767,7 +767,7 @@ static enum err_code local_origin_check(const struct http_req *r, struct err *e)
 {
 	if (r->app->cfg->ntokens > 0)
 		return ERR_OK;
-	int port = r->server->port;
+	int port = atomic_load(&r->server->port);
 	const char *host =
 		MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
 	char q[80];
