@@ -3,12 +3,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/crypt.h"
 #include "base/log.h"
 
 static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t hi, int64_t *out,
@@ -150,6 +152,70 @@ static enum err_code parse_tokens(struct config *c, const char *v, struct err *e
 	return ERR_OK;
 }
 
+/* HOOKFLOW_EGRESS_PROXY: "http://host:port" or "https://host:port" (an
+ * optional "/" after the port, nothing else). The host is a name, an IPv4
+ * address or a bracketed IPv6 address; the port is required (curl's default
+ * for proxies is 1080, which surprises); credentials are refused, so the value
+ * is no secret. Stores the value without the "/" in c->egress_proxy. */
+static enum err_code parse_egress_proxy(struct config *c, const char *v, struct err *e)
+{
+	static const char name[] = "HOOKFLOW_EGRESS_PROXY";
+	size_t len = strlen(v);
+	if (len > CONFIG_MAX_PROXY_URL)
+		return err_set(e, ERR_INVALID, "%s: longer than %d bytes", name,
+			       CONFIG_MAX_PROXY_URL);
+	const char *p;
+	if (strncmp(v, "http://", 7) == 0)
+		p = v + 7;
+	else if (strncmp(v, "https://", 8) == 0)
+		p = v + 8;
+	else
+		return err_set(e, ERR_INVALID,
+			       "%s: must be http://host:port or https://host:port (an HTTP proxy)",
+			       name);
+	if (strchr(p, '@') != NULL)
+		return err_set(e, ERR_INVALID, "%s: credentials in the URL are not supported",
+			       name);
+	const char *host = p, *host_end;
+	if (*p == '[') {
+		host_end = strchr(p, ']');
+		if (host_end == NULL)
+			return err_set(e, ERR_INVALID, "%s: unterminated [IPv6 address]", name);
+		char buf[INET6_ADDRSTRLEN];
+		unsigned char addr[16];
+		size_t n = (size_t)(host_end - p - 1);
+		if (n >= sizeof buf)
+			return err_set(e, ERR_INVALID, "%s: bad IPv6 address", name);
+		memcpy(buf, p + 1, n);
+		buf[n] = '\0';
+		if (inet_pton(AF_INET6, buf, addr) != 1)
+			return err_set(e, ERR_INVALID, "%s: bad IPv6 address", name);
+		host_end++;
+	} else {
+		host_end = p;
+		while ((*host_end >= 'a' && *host_end <= 'z') ||
+		       (*host_end >= 'A' && *host_end <= 'Z') ||
+		       (*host_end >= '0' && *host_end <= '9') || *host_end == '-' ||
+		       *host_end == '.')
+			host_end++;
+		if (host_end == host)
+			return err_set(e, ERR_INVALID, "%s: the host is missing", name);
+	}
+	if (*host_end != ':')
+		return err_set(e, ERR_INVALID, "%s: must name the port (http://host:port)", name);
+	errno = 0;
+	char *end = NULL;
+	long port = strtol(host_end + 1, &end, 10);
+	if (host_end[1] < '0' || host_end[1] > '9' || errno != 0 || port < 1 || port > 65535)
+		return err_set(e, ERR_INVALID, "%s: the port must be 1..65535", name);
+	if (*end == '/' && end[1] == '\0')
+		len--;
+	else if (*end != '\0')
+		return err_set(e, ERR_INVALID, "%s: nothing may follow host:port", name);
+	c->egress_proxy = strndup(v, len);
+	return c->egress_proxy ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 enum err_code config_load(struct config *c, bool need_db, struct err *e)
 {
 	int64_t n;
@@ -228,6 +294,16 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"),
 			   e))
 		return e->code;
+	v = getenv("HOOKFLOW_EGRESS_PROXY");
+	if (v != NULL && *v != '\0' && parse_egress_proxy(c, v, e))
+		return e->code;
+
+	v = getenv("HOOKFLOW_ENCRYPTION_KEY");
+	if (v != NULL && *v != '\0') {
+		if (crypt_parse_key("HOOKFLOW_ENCRYPTION_KEY", v, c->encryption_key, e))
+			return e->code;
+		c->has_encryption_key = true;
+	}
 
 	/* Test-only: lets the integration tests stop the process at a chosen
 	 * point ("exit_before_settle": after a webhook answered and its replay
@@ -281,6 +357,8 @@ void config_cleanup(struct config *c)
 	free(c->listen_host);
 	free(c->public_url);
 	free(c->test_fault);
+	OPENSSL_cleanse(c->encryption_key, sizeof c->encryption_key);
+	free(c->egress_proxy);
 	for (int i = 0; i < c->ntokens; i++)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);

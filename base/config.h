@@ -10,6 +10,7 @@
 #include "base/netpolicy.h"
 
 #define CONFIG_MAX_TOKENS 64
+#define CONFIG_MAX_PROXY_URL 512
 #define CONFIG_MIN_TOKEN 16
 #define CONFIG_MAX_TOKEN 512
 
@@ -44,8 +45,18 @@ struct config {
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
 	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
-	char *test_fault;           /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
+	bool has_encryption_key;    /* HOOKFLOW_ENCRYPTION_KEY set */
+	unsigned char encryption_key[32]; /* its 32 bytes: seals secrets at rest */
+	char *egress_proxy;               /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
+	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
+
+/* The key that seals secrets at rest (HOOKFLOW_ENCRYPTION_KEY), or NULL
+ * when none is configured. Borrowed from `c`. */
+static inline const unsigned char *config_encryption_key(const struct config *c)
+{
+	return c->has_encryption_key ? c->encryption_key : NULL;
+}
 
 /* Reads and validates the environment into `c` (zeroed by the caller). On a
  * bad value returns ERR_INVALID with a message naming the variable. With

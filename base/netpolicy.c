@@ -8,14 +8,21 @@
 #include <string.h>
 
 /* Refused whatever the configuration: link-local (which holds most cloud
- * metadata endpoints) and the metadata addresses outside it. */
+ * metadata endpoints), the metadata and platform addresses outside it, and
+ * IPv6 tunnels whose IPv4 target cannot be read from the address. (NAT64,
+ * 6to4 and IPv4-compatible addresses carry their IPv4 target: they are
+ * checked as that address too, see embedded_v4.) */
 static const char *const always_denied[] = {
 	"169.254.0.0/16",     /* IPv4 link-local, 169.254.169.254 metadata */
 	"fe80::/10",          /* IPv6 link-local */
 	"fd00:ec2::254/128",  /* AWS metadata over IPv6 */
 	"100.100.100.200/32", /* Alibaba Cloud metadata */
+	"168.63.129.16/32",   /* Azure WireServer (VM agent, platform DNS and health) */
 	"0.0.0.0/8",          /* "this network": connects to the local host */
 	"::/128",
+	"64:ff9b:1::/48", /* local-use NAT64 (RFC 8215): the IPv4 address sits where
+			   * the local prefix length puts it, unknown here */
+	"2001::/32",      /* Teredo: tunnels to an IPv4 host hidden (xor-ed) in the address */
 };
 
 static bool parse_one(const char *s, struct cidr *c)
@@ -113,39 +120,84 @@ static bool in_list(const struct cidr *list, int n, int family, const unsigned c
 	return false;
 }
 
+/* The IPv4 address that IPv6 address `a` stands for, when it embeds one: NAT64
+ * (64:ff9b::/96, RFC 6052: the last 32 bits), 6to4 (2002::/16, RFC 3056: bits
+ * 16..47) and the deprecated IPv4-compatible form (::a.b.c.d; not ::1 or ::).
+ * Returns the mechanism's name, or NULL. A connection to such an address
+ * reaches the IPv4 host through a translator or a tunnel, so the policy has to
+ * hold for that host as well. (IPv4-mapped addresses are IPv4 to the kernel:
+ * netpolicy_allowed checks them as IPv4 only.) */
+static const char *embedded_v4(const unsigned char a[16], unsigned char v4[4])
+{
+	static const unsigned char nat64[12] = {0x00, 0x64, 0xff, 0x9b};
+	static const unsigned char zero[12];
+	if (memcmp(a, nat64, 12) == 0) {
+		memcpy(v4, a + 12, 4);
+		return "NAT64";
+	}
+	if (a[0] == 0x20 && a[1] == 0x02) {
+		memcpy(v4, a + 2, 4);
+		return "6to4";
+	}
+	if (memcmp(a, zero, 12) == 0 && a[12] != 0) {
+		memcpy(v4, a + 12, 4);
+		return "IPv4-compatible";
+	}
+	return NULL;
+}
+
+/* True when one of the forms of the address (its IPv6 form when has6, its
+ * IPv4 form when has4) is in `list`. */
+static bool listed(const struct cidr *list, int n, bool has6, const unsigned char *a6, bool has4,
+		   const unsigned char *a4)
+{
+	return (has6 && in_list(list, n, AF_INET6, a6)) || (has4 && in_list(list, n, AF_INET, a4));
+}
+
 bool netpolicy_allowed(const struct netpolicy *p, const struct sockaddr *sa, char *why, size_t cap)
 {
-	unsigned char addr[16];
-	int family;
-	char text[INET6_ADDRSTRLEN] = "?";
+	unsigned char a6[16], a4[4];
+	bool has6 = false, has4 = false;
+	char text[INET6_ADDRSTRLEN + INET_ADDRSTRLEN + 24] = "?";
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		memcpy(addr, &in->sin_addr, 4);
-		family = AF_INET;
+		memcpy(a4, &in->sin_addr, 4);
+		has4 = true;
 		inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+		inet_ntop(AF_INET6, &in6->sin6_addr, text, INET6_ADDRSTRLEN);
 		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-			memcpy(addr, in6->sin6_addr.s6_addr + 12, 4);
-			family = AF_INET;
+			memcpy(a4, in6->sin6_addr.s6_addr + 12, 4);
+			has4 = true;
 		} else {
-			memcpy(addr, in6->sin6_addr.s6_addr, 16);
-			family = AF_INET6;
+			memcpy(a6, in6->sin6_addr.s6_addr, 16);
+			has6 = true;
+			const char *kind = embedded_v4(a6, a4);
+			if (kind != NULL) {
+				char v4text[INET_ADDRSTRLEN];
+				inet_ntop(AF_INET, a4, v4text, sizeof v4text);
+				size_t l = strlen(text);
+				snprintf(text + l, sizeof text - l, " (%s of %s)", kind, v4text);
+				has4 = true;
+			}
 		}
 	} else {
 		snprintf(why, cap, "unsupported address family");
 		return false;
 	}
-	if (in_list(p->fixed, p->nfixed, family, addr)) {
-		snprintf(why, cap, "address %s is link-local or a cloud metadata address", text);
+	if (listed(p->fixed, p->nfixed, has6, a6, has4, a4)) {
+		snprintf(why, cap,
+			 "address %s is always refused (link-local, cloud metadata or an "
+			 "unverifiable tunnel)",
+			 text);
 		return false;
 	}
-	if (in_list(p->deny, p->ndeny, family, addr)) {
+	if (listed(p->deny, p->ndeny, has6, a6, has4, a4)) {
 		snprintf(why, cap, "address %s is denied by HOOKFLOW_URL_DENY", text);
 		return false;
 	}
-	if (p->nallow > 0 && !in_list(p->allow, p->nallow, family, addr)) {
+	if (p->nallow > 0 && !listed(p->allow, p->nallow, has6, a6, has4, a4)) {
 		snprintf(why, cap, "address %s is not allowed by HOOKFLOW_URL_ALLOW", text);
 		return false;
 	}
@@ -157,7 +209,8 @@ enum err_code netpolicy_init(struct netpolicy *p, const char *allow, const char 
 {
 	memset(p, 0, sizeof *p);
 	for (size_t i = 0; i < sizeof always_denied / sizeof always_denied[0]; i++)
-		if (parse_one(always_denied[i], &p->fixed[p->nfixed]))
+		if (p->nfixed < NETPOLICY_MAX_FIXED &&
+		    parse_one(always_denied[i], &p->fixed[p->nfixed]))
 			p->nfixed++;
 	if (netpolicy_parse_list("HOOKFLOW_URL_ALLOW", allow, p->allow, &p->nallow, e) ||
 	    netpolicy_parse_list("HOOKFLOW_URL_DENY", deny, p->deny, &p->ndeny, e))

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #define SECRET_PREFIX "whsec_"
 #define SECRET_MIN_BYTES 16
 #define SECRET_MAX_BYTES 64
+#define SECRET_NEW_BYTES 32 /* generated secrets */
 
 static const char b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static const char b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -223,6 +225,41 @@ out:
 	return rc;
 }
 
+enum err_code sig_sign_header(const char *secret, const char *previous, const char *msg_id,
+			      int64_t ts, const char *body, size_t body_len,
+			      char out[SIG_HEADER_MAX], struct err *e)
+{
+	char second[SIG_HEADER_MAX];
+	_Static_assert(SIG_HEADER_MAX >= 2 * (3 + 44) + 2, "room for two signatures");
+
+	if (sig_sign(secret, msg_id, ts, body, body_len, out, e))
+		return e->code;
+	if (previous == NULL || strcmp(previous, secret) == 0)
+		return ERR_OK;
+	if (sig_sign(previous, msg_id, ts, body, body_len, second, e)) {
+		out[0] = '\0';
+		return e->code;
+	}
+	size_t n = strlen(out);
+	snprintf(out + n, SIG_HEADER_MAX - n, " %s", second);
+	return ERR_OK;
+}
+
+enum err_code sig_new_secret(char out[SIG_SECRET_MAX + 1], struct err *e)
+{
+	unsigned char key[SECRET_NEW_BYTES];
+	char b64[4 * ((SECRET_NEW_BYTES + 2) / 3) + 1];
+
+	out[0] = '\0';
+	if (RAND_bytes(key, sizeof key) != 1)
+		return err_set(e, ERR_INTERNAL, "no random bytes for a new secret");
+	sig_base64(key, sizeof key, b64);
+	snprintf(out, SIG_SECRET_MAX + 1, "%s%s", SECRET_PREFIX, b64);
+	OPENSSL_cleanse(key, sizeof key);
+	OPENSSL_cleanse(b64, sizeof b64);
+	return ERR_OK;
+}
+
 void sig_memo_token(const unsigned char *key, size_t key_len, const char *run_id,
 		    char out[SIG_TOKEN_LEN + 1])
 {
@@ -235,6 +272,18 @@ void sig_memo_token(const unsigned char *key, size_t key_len, const char *run_id
 		return;
 	}
 	encode(mac, sizeof mac, out, b64_url, false);
+}
+
+bool sig_hmac(const unsigned char *key, size_t key_len, const void *msg, size_t len,
+	      unsigned char out[32])
+{
+	struct part parts[1] = {{msg, len}};
+	return hmac_sha256(key, key_len, parts, 1, out);
+}
+
+void sig_base64url(const unsigned char *in, size_t len, char *out)
+{
+	encode(in, len, out, b64_url, false);
 }
 
 int sig_equal(const char *a, const char *b)

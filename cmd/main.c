@@ -25,10 +25,13 @@
 #include "base/version.h"
 #include "db/db.h"
 #include "db/jobs.h"
+#include "db/keys.h"
 #include "db/migrate.h"
+#include "db/secrets.h"
 #include "handlers/routes.h"
 #include "service/dispatcher.h"
 #include "service/http.h"
+#include "service/keyring.h"
 #include "service/listener.h"
 #include "service/snapshot.h"
 #include "service/submitter.h"
@@ -47,7 +50,8 @@ static void die(const char *msg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: hookflow serve | migrate [--check] | version\n"
+	fprintf(stderr, "usage: hookflow serve | migrate [--check] | rotate-keys [--grace-ms N] | "
+			"version\n"
 			"configuration: HOOKFLOW_* environment variables (see README.md)\n");
 	exit(2);
 }
@@ -114,13 +118,22 @@ static int serve(struct config *cfg)
 	raise_fd_limit(cfg);
 
 	struct db_conn *c = migrate(cfg);
-	unsigned char key[64];
-	size_t key_len = 0;
 	struct err e = {0};
-	if (db_jobs_memo_key(c, key, sizeof key, &key_len, &e)) {
-		log_error("main", "cannot read the memo key", "error=\"%s\"", e.msg);
+	struct keyring *keyring = keyring_new();
+	if (keyring == NULL)
+		die("out of memory");
+	int sealed = 0;
+	struct token_key *keys = NULL;
+	size_t nkeys = 0;
+	if (db_secrets_prepare(c, config_encryption_key(cfg), &sealed, &e) ||
+	    db_keys_load(c, config_encryption_key(cfg), &keys, &nkeys, &e)) {
+		log_error("main", "cannot read the stored secrets", "error=\"%s\"", e.msg);
 		return 1;
 	}
+	if (sealed > 0)
+		log_info("main", "sealed the stored secrets with HOOKFLOW_ENCRYPTION_KEY",
+			 "count=%d", sealed);
+	keyring_replace(keyring, keys, nkeys);
 	db_conn_free(c);
 
 	char host[64] = "host";
@@ -134,9 +147,9 @@ static int serve(struct config *cfg)
 	snprintf(instance, sizeof instance, "%s-%d-%s", host, (int)getpid(), rhex);
 
 	struct db_pool *pool = db_pool_new(cfg->database_url, cfg->db_pool);
-	struct dispatcher *d = dispatcher_new(cfg, instance, key, key_len);
+	struct dispatcher *d = dispatcher_new(cfg, instance, keyring);
 	struct waiters *ws = waiters_new();
-	struct listener *l = d && ws ? listener_new(cfg, d, ws) : NULL;
+	struct listener *l = d && ws ? listener_new(cfg, d, ws, keyring) : NULL;
 	struct submitter *sub = submitter_new(cfg);
 	struct snapshot *snap = snapshot_new(cfg);
 	if (pool == NULL || d == NULL || ws == NULL || l == NULL || sub == NULL || snap == NULL)
@@ -150,8 +163,7 @@ static int serve(struct config *cfg)
 		.snapshot = snap,
 		.openapi = hookflow_openapi,
 		.openapi_len = hookflow_openapi_len,
-		.memo_key = key,
-		.memo_key_len = key_len,
+		.keyring = keyring,
 	};
 	struct http_server *srv = NULL;
 	if (dispatcher_start(d, &e) || listener_start(l, &e) || submitter_start(sub, &e) ||
@@ -160,9 +172,9 @@ static int serve(struct config *cfg)
 		return 1;
 	}
 	log_info("main", "hookflow serving",
-		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d", instance,
-		 cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
-		 cfg->max_inflight);
+		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d egress=%s",
+		 instance, cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
+		 cfg->max_inflight, cfg->egress_proxy ? cfg->egress_proxy : "direct");
 
 	int sig = 0;
 	sigwait(&set, &sig);
@@ -178,6 +190,7 @@ static int serve(struct config *cfg)
 	dispatcher_free(d);
 	submitter_free(sub);
 	db_pool_free(pool);
+	keyring_free(keyring);
 	log_info("main", "stopped", NULL);
 	return 0;
 }
@@ -204,14 +217,46 @@ static int migrate_check(const struct config *cfg)
 	return e.code == ERR_OK ? 0 : 1;
 }
 
+/* `hookflow rotate-keys`: a new delivery-token key becomes current; the
+ * old ones stay accepted for `grace_ms`; every instance reloads its keys. */
+static int rotate_keys(const struct config *cfg, int64_t grace_ms)
+{
+	struct err e = {0};
+	struct db_conn *c = migrate(cfg);
+	char kid[TOKEN_KID_MAX + 1];
+	if (db_keys_rotate(c, config_encryption_key(cfg), grace_ms, kid, &e) == ERR_OK)
+		printf("delivery-token key %s is current; the previous keys are accepted for %lld "
+		       "ms "
+		       "more\n",
+		       kid, (long long)grace_ms);
+	else
+		fprintf(stderr, "hookflow: rotate-keys: %s\n", e.msg);
+	db_conn_free(c);
+	return e.code == ERR_OK ? 0 : 1;
+}
+
+/* The default grace of rotated delivery-token keys: longer than any token
+ * lives (a step's timeout, at most an hour, plus its lease). */
+#define ROTATE_GRACE_MS (2LL * 3600 * 1000)
+
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 3)
+	if (argc < 2 || argc > 4)
 		usage();
 	const char *cmd = argv[1];
 	bool check = argc == 3 && strcmp(cmd, "migrate") == 0 && strcmp(argv[2], "--check") == 0;
-	if (argc == 3 && !check)
+	bool rotate = strcmp(cmd, "rotate-keys") == 0;
+	int64_t grace_ms = ROTATE_GRACE_MS;
+	if (rotate && argc == 4 && strcmp(argv[2], "--grace-ms") == 0) {
+		char *end = NULL;
+		long long v = strtoll(argv[3], &end, 10);
+		if (end == argv[3] || *end != '\0' || v < 0 || v > 30LL * 24 * 3600 * 1000)
+			die("rotate-keys: --grace-ms must be an integer from 0 to 2592000000 (30 "
+			    "days)");
+		grace_ms = v;
+	} else if (argc > 2 && !check) {
 		usage();
+	}
 	if (strcmp(cmd, "version") == 0) {
 		char hash[65];
 		db_engine_hash(hash);
@@ -219,7 +264,7 @@ int main(int argc, char **argv)
 		       db_schema_version(), hash);
 		return 0;
 	}
-	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "migrate") != 0)
+	if (strcmp(cmd, "serve") != 0 && strcmp(cmd, "migrate") != 0 && !rotate)
 		usage();
 
 	struct config cfg = {0};
@@ -233,6 +278,8 @@ int main(int argc, char **argv)
 	int rc;
 	if (check) {
 		rc = migrate_check(&cfg);
+	} else if (rotate) {
+		rc = rotate_keys(&cfg, grace_ms);
 	} else if (strcmp(cmd, "migrate") == 0) {
 		db_conn_free(migrate(&cfg));
 		rc = 0;

@@ -26,8 +26,6 @@ static const struct db_stmt q_renew = {
 static const struct db_stmt q_promote = {"jobs_promote", "SELECT hf_promote($1)", 1};
 static const struct db_stmt q_next_due = {"jobs_next_due", "SELECT hf_next_due(), hf_ms(now())", 0};
 static const struct db_stmt q_reap = {"jobs_reap", "SELECT hf_reap($1, $2)", 2};
-static const struct db_stmt q_memo_key = {"jobs_memo_key",
-					  "SELECT value FROM hf_meta WHERE key = 'memo_key'", 0};
 
 /* ---- claimed jobs: JOB_COLUMNS' types read from a result --------------- */
 
@@ -412,25 +410,4 @@ enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int 
 	snprintf(lim, sizeof lim, "%d", limit);
 	const char *p[2] = {owner, lim};
 	return one_int(c, &q_reap, p, n, e);
-}
-
-enum err_code db_jobs_memo_key(struct db_conn *c, unsigned char *out, size_t cap, size_t *len,
-			       struct err *e)
-{
-	PGresult *r = db_exec(c, &q_memo_key, NULL, e);
-	if (r == NULL)
-		return e->code;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		return err_set(e, ERR_INTERNAL, "memo key missing: run migrations");
-	}
-	size_t n = 0;
-	unsigned char *raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &n);
-	PQclear(r);
-	if (raw == NULL)
-		return err_set(e, ERR_INTERNAL, "out of memory");
-	*len = n < cap ? n : cap;
-	memcpy(out, raw, *len);
-	PQfreemem(raw);
-	return ERR_OK;
 }

@@ -20,33 +20,36 @@
 enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 
 /* The columns of a claimed job, in the order of the SQL type hf_job
- * (migrations/0001_init.sql) that hf_claim returns: X(name, type) where type
+ * (migrations/0001_init.sql; later migrations add attributes at its end)
+ * that hf_claim returns: X(name, type) where type
  * is KIND (enum job_kind), STR (owned char *, NULL for SQL NULL; JSON columns
  * come as their text), INT (int), I64 (int64_t) or BOOL (bool). */
-#define JOB_COLUMNS(X)                                                       \
-	X(kind, KIND) /* step or callback */                                 \
-	X(id, STR)    /* job id, sent as webhook-id */                       \
-	X(run_id, STR)                                                       \
-	X(workflow, STR)                                                     \
-	X(step, INT)    /* steps only */                                     \
-	X(attempt, INT) /* 1-based attempt now being made */                 \
-	X(max_attempts, INT)                                                 \
-	X(generation, INT)                                                   \
-	X(payload, STR)  /* JSON: the step payload, or the callback body */  \
-	X(headers, STR)  /* JSON (steps), NULL for callbacks */              \
-	X(signal, STR)   /* JSON or NULL */                                  \
-	X(group_id, STR) /* NULL unless a group member */                    \
-	X(group_key, STR)                                                    \
-	X(claim_token, I64)                                                  \
-	X(cancel_requested, BOOL)                                            \
-	X(url, STR)                                                          \
-	X(timeout_ms, INT)                                                   \
-	X(secret, STR) /* NULL: unsigned */                                  \
-	X(backoff_base_ms, I64)                                              \
-	X(backoff_max_ms, I64)                                               \
-	X(replay, BOOL)  /* the workflow keeps step-output replay records */ \
-	X(now_ms, I64)   /* the database's clock at claim time */            \
-	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */
+#define JOB_COLUMNS(X)                                                          \
+	X(kind, KIND) /* step or callback */                                    \
+	X(id, STR)    /* job id, sent as webhook-id */                          \
+	X(run_id, STR)                                                          \
+	X(workflow, STR)                                                        \
+	X(step, INT)    /* steps only */                                        \
+	X(attempt, INT) /* 1-based attempt now being made */                    \
+	X(max_attempts, INT)                                                    \
+	X(generation, INT)                                                      \
+	X(payload, STR)  /* JSON: the step payload, or the callback body */     \
+	X(headers, STR)  /* JSON (steps), NULL for callbacks */                 \
+	X(signal, STR)   /* JSON or NULL */                                     \
+	X(group_id, STR) /* NULL unless a group member */                       \
+	X(group_key, STR)                                                       \
+	X(claim_token, I64)                                                     \
+	X(cancel_requested, BOOL)                                               \
+	X(url, STR)                                                             \
+	X(timeout_ms, INT)                                                      \
+	X(secret, STR) /* NULL: unsigned */                                     \
+	X(backoff_base_ms, I64)                                                 \
+	X(backoff_max_ms, I64)                                                  \
+	X(replay, BOOL)  /* the workflow keeps step-output replay records */    \
+	X(now_ms, I64)   /* the database's clock at claim time */               \
+	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */ \
+	/* the replaced secret, signing in a rotation's grace, or NULL */       \
+	X(secret_previous, STR)
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *
@@ -164,10 +167,5 @@ enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, in
 /* Reaps up to `limit` expired claims (owner NULL) or every claim of `owner`;
  * *n receives how many. */
 enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int *n, struct err *e);
-
-/* The key that signs memo delivery tokens (shared by every instance): copies
- * up to `cap` bytes into `out`, *len receives the length. */
-enum err_code db_jobs_memo_key(struct db_conn *c, unsigned char *out, size_t cap, size_t *len,
-			       struct err *e);
 
 #endif

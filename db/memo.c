@@ -2,6 +2,7 @@
 #include "db/memo.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "db/internal.h"
 
@@ -17,6 +18,31 @@ static const struct db_stmt q_put = {
 static const struct db_stmt q_delete = {
 	"memo_delete", "DELETE FROM memo WHERE run_id = $1 AND scope = $2 AND key = $3 RETURNING 1",
 	3};
+
+static const struct db_stmt q_run_live = {"memo_run_live",
+					  "SELECT generation, status IN ('succeeded', 'failed', "
+					  "'cancelled') FROM run WHERE run_id = $1",
+					  1};
+
+enum err_code db_memo_token_check(struct db_conn *c, const char *run_id, int generation,
+				  struct err *e)
+{
+	const char *p[1] = {run_id};
+	PGresult *r = db_exec(c, &q_run_live, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQntuples(r) == 0)
+		err_set(e, ERR_FORBIDDEN,
+			"authorization: the delivery token's run no longer exists");
+	else if (strcmp(PQgetvalue(r, 0, 1), "t") == 0)
+		err_set(e, ERR_FORBIDDEN, "authorization: the delivery token's run has ended");
+	else if (generation >= 0 && db_i64(r, 0, 0) != generation)
+		err_set(e, ERR_FORBIDDEN,
+			"authorization: the delivery token is for generation %d; the run was rerun",
+			generation);
+	PQclear(r);
+	return e->code;
+}
 
 enum err_code db_memo_get(struct db_conn *c, const char *run_id, int scope, const char *key,
 			  json_t **value, struct err *e)

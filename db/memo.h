@@ -11,6 +11,12 @@
 
 #define MEMO_RUN_SCOPE (-1)
 
+/* For a request authorised by a delivery token of `generation` (-1: a
+ * token of release 0.1.0, any generation): ERR_FORBIDDEN when run `run_id`
+ * has ended, was rerun since, or no longer exists. */
+enum err_code db_memo_token_check(struct db_conn *c, const char *run_id, int generation,
+				  struct err *e);
+
 /* The memo value (new reference), or ERR_NOT_FOUND. */
 enum err_code db_memo_get(struct db_conn *c, const char *run_id, int scope, const char *key,
 			  json_t **value, struct err *e);

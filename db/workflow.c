@@ -1,26 +1,40 @@
 /* db/workflow: SQL of the workflow table. */
 #include "db/workflow.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/crypt.h"
 #include "db/internal.h"
 
+/* The signing secret ($4) when $12 (keep) is false: the new value, which
+ * drops the previous secret of a rotation unless it is the current secret
+ * again. With keep, the stored secrets stay (an expired previous one is
+ * dropped on the way). The secrets are written here and in
+ * hf_workflow_rotate (db_workflow_rotate) only, sealed here when
+ * HOOKFLOW_ENCRYPTION_KEY is set. */
 static const struct db_stmt q_put = {
 	"workflow_put",
 	"INSERT INTO workflow AS w (name, url, callback_url, secret, timeout_ms, max_attempts,"
 	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay)"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+	" VALUES ($1, $2, $3, CASE WHEN $12::boolean THEN NULL ELSE $4 END, $5, $6, $7, $8, $9,"
+	" $10, $11)"
 	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = "
 	"EXCLUDED.callback_url,"
-	" secret = EXCLUDED.secret, timeout_ms = EXCLUDED.timeout_ms,"
+	" secret = CASE WHEN $12::boolean THEN w.secret ELSE EXCLUDED.secret END,"
+	" secret_previous = CASE WHEN ($12::boolean OR EXCLUDED.secret = w.secret)"
+	" AND w.secret_previous_until > now() THEN w.secret_previous END,"
+	" secret_previous_until = CASE WHEN ($12::boolean OR EXCLUDED.secret = w.secret)"
+	" AND w.secret_previous_until > now() THEN w.secret_previous_until END,"
+	" timeout_ms = EXCLUDED.timeout_ms,"
 	" max_attempts = EXCLUDED.max_attempts, priority = EXCLUDED.priority,"
 	" backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,"
 	" max_concurrency = EXCLUDED.max_concurrency,"
 	" step_output_replay = EXCLUDED.step_output_replay, updated_at = now()"
 	" RETURNING (xmax = 0), hf_workflow_json(w)",
-	11};
+	12};
 static const struct db_stmt q_get = {
 	"workflow_get", "SELECT hf_workflow_json(w) FROM workflow w WHERE name = $1", 1};
 static const struct db_stmt q_list = {
@@ -30,9 +44,14 @@ static const struct db_stmt q_list = {
 		    "id", "$2", "$3"),
 	3};
 static const struct db_stmt q_delete = {"workflow_delete", "SELECT hf_workflow_delete($1)", 1};
+static const struct db_stmt q_current_secret = {
+	"workflow_current_secret", "SELECT secret FROM workflow WHERE name = $1 FOR UPDATE", 1};
+static const struct db_stmt q_rotate = {"workflow_rotate", "SELECT hf_workflow_rotate($1, $2, $3)",
+					3};
 
-enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, bool *created,
-			      json_t **out, struct err *e)
+/* The upsert, with the secret to store (`secret`, maybe sealed) or `keep`. */
+static enum err_code put(struct db_conn *c, const struct workflow_def *w, const char *secret,
+			 bool keep, bool *created, json_t **out, struct err *e)
 {
 	*out = NULL;
 	char timeout[16], attempts[16], prio[16], base[24], max[24], conc[16];
@@ -42,17 +61,18 @@ enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, b
 	snprintf(base, sizeof base, "%lld", (long long)w->backoff_base_ms);
 	snprintf(max, sizeof max, "%lld", (long long)w->backoff_max_ms);
 	snprintf(conc, sizeof conc, "%d", w->max_concurrency);
-	const char *p[11] = {w->name,
+	const char *p[12] = {w->name,
 			     w->url,
 			     w->callback_url,
-			     w->secret,
+			     keep ? NULL : secret,
 			     timeout,
 			     attempts,
 			     prio,
 			     base,
 			     max,
 			     conc,
-			     w->step_output_replay ? "true" : "false"};
+			     w->step_output_replay ? "true" : "false",
+			     keep ? "true" : "false"};
 	PGresult *r = db_exec(c, &q_put, p, e);
 	if (r == NULL)
 		return e->code;
@@ -60,6 +80,80 @@ enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, b
 	*out = db_json(r, 0, 1);
 	PQclear(r);
 	return ERR_OK;
+}
+
+struct sealed_put {
+	const struct workflow_def *w;
+	const unsigned char *enc_key;
+	bool *created;
+	json_t **out;
+};
+
+/* With secrets sealed at rest, "the same secret again" is told by opening
+ * the stored one (two seals of one secret differ): then it is kept, with a
+ * rotation's previous secret; else the new secret is sealed. One
+ * transaction, the row locked meanwhile. */
+static enum err_code put_sealed(struct db_conn *c, void *arg, struct err *e)
+{
+	struct sealed_put *sp = arg;
+	const char *p[1] = {sp->w->name};
+	PGresult *r = db_exec(c, &q_current_secret, p, e);
+	if (r == NULL)
+		return e->code;
+	bool same = false;
+	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
+		char *current = NULL;
+		if (crypt_reveal(sp->enc_key, PQgetvalue(r, 0, 0), &current, e) == ERR_OK)
+			same = strcmp(current, sp->w->secret) == 0;
+		if (current != NULL)
+			OPENSSL_cleanse(current, strlen(current));
+		free(current);
+	}
+	PQclear(r);
+	if (e->code)
+		return e->code;
+	if (same)
+		return put(c, sp->w, NULL, true, sp->created, sp->out, e);
+	char *sealed = NULL;
+	if (crypt_seal(sp->enc_key, sp->w->secret, strlen(sp->w->secret), &sealed, e))
+		return e->code;
+	put(c, sp->w, sealed, false, sp->created, sp->out, e);
+	free(sealed);
+	return e->code;
+}
+
+enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w,
+			      const unsigned char *enc_key, bool *created, json_t **out,
+			      struct err *e)
+{
+	if (enc_key == NULL || w->keep_secret || w->secret == NULL)
+		return put(c, w, w->secret, w->keep_secret, created, out, e);
+	struct sealed_put sp = {w, enc_key, created, out};
+	return db_tx_run(c, put_sealed, &sp, e);
+}
+
+enum err_code db_workflow_rotate(struct db_conn *c, const char *name, const char *secret,
+				 int64_t grace_ms, const unsigned char *enc_key, json_t **out,
+				 struct err *e)
+{
+	*out = NULL;
+	char grace[24];
+	char *sealed = NULL;
+	if (enc_key != NULL && crypt_seal(enc_key, secret, strlen(secret), &sealed, e))
+		return e->code;
+	snprintf(grace, sizeof grace, "%lld", (long long)grace_ms);
+	const char *p[3] = {name, sealed ? sealed : secret, grace};
+	PGresult *r = db_exec(c, &q_rotate, p, e);
+	free(sealed);
+	if (r == NULL)
+		return e->code;
+	if (PQgetisnull(r, 0, 0)) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
+	}
+	*out = db_json(r, 0, 0);
+	PQclear(r);
+	return *out != NULL ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e)

@@ -14,7 +14,8 @@ struct workflow_def {
 	const char *name;
 	const char *url;
 	const char *callback_url; /* NULL: none */
-	const char *secret;       /* NULL: unsigned */
+	bool keep_secret;         /* true: keep the stored secret(s), `secret` is ignored */
+	const char *secret;       /* NULL: unsigned (any previous secret is dropped too) */
 	int timeout_ms;
 	int max_attempts;
 	int priority;
@@ -25,9 +26,25 @@ struct workflow_def {
 };
 
 /* Creates or replaces workflow `w`. *created tells which; *out is the
- * workflow's public JSON (new reference). */
-enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w, bool *created,
-			      json_t **out, struct err *e);
+ * workflow's public JSON (new reference). The signing secret: kept as it is
+ * (with a rotation's previous secret) when w->keep_secret, a new workflow
+ * then being unsigned; else set to w->secret, the previous secret dropped
+ * unless w->secret is the current secret (an identical PUT changes
+ * nothing). With `enc_key` (HOOKFLOW_ENCRYPTION_KEY, may be NULL) the secret
+ * is stored sealed. */
+enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w,
+			      const unsigned char *enc_key, bool *created, json_t **out,
+			      struct err *e);
+
+/* Rotates the signing secret of workflow `name` to `secret` (a valid
+ * "whsec_" secret, borrowed): the current secret, if any, keeps signing next
+ * to it for `grace_ms` (0: not at all), an older previous secret is dropped.
+ * *out (new reference) is {"previous_valid_until": RFC 3339 or null,
+ * "workflow": its public JSON}. ERR_NOT_FOUND when there is no such
+ * workflow. With `enc_key` (may be NULL) the secret is stored sealed. */
+enum err_code db_workflow_rotate(struct db_conn *c, const char *name, const char *secret,
+				 int64_t grace_ms, const unsigned char *enc_key, json_t **out,
+				 struct err *e);
 
 /* The public JSON of workflow `name` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e);

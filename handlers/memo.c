@@ -1,6 +1,7 @@
 /* handlers/memo: GET, PUT, DELETE of run-scope (/v1/runs/{id}/memo/{key}) and
  * step-scope (/v1/runs/{id}/steps/{n}/memo/{key}) memos. Authorised by an API
- * token or by the run's delivery token (checked in service/http). */
+ * token or by the run's delivery token (its signature and expiry checked in
+ * service/http, its run's state here). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,16 @@ static enum err_code memo_path(struct http_req *r, const char **run_id, int *sco
 	return ids_check_key("key", k, strlen(k), e);
 }
 
+/* A delivery token works while its run is active in its generation. */
+static enum err_code token_still_valid(struct http_req *r, struct db_conn *c, const char *run_id,
+				       struct err *e)
+{
+	struct token_claims claims;
+	if (!http_req_delivery_token(r, &claims))
+		return ERR_OK;
+	return db_memo_token_check(c, run_id, claims.generation, e);
+}
+
 void handle_memo_get(struct http_req *r)
 {
 	struct err e = {0};
@@ -43,7 +54,7 @@ void handle_memo_get(struct http_req *r)
 	int scope;
 	json_t *v = NULL;
 	if (memo_path(r, &run_id, &scope, &key, &e) || hc_db(r, &c, &e) ||
-	    db_memo_get(c, run_id, scope, key, &v, &e))
+	    token_still_valid(r, c, run_id, &e) || db_memo_get(c, run_id, scope, key, &v, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:o}", "value", v));
 out:
@@ -60,7 +71,8 @@ void handle_memo_put(struct http_req *r)
 	int scope;
 	char *value = NULL;
 	if (memo_path(r, &run_id, &scope, &key, &e) || hc_value_body(r, &value, &e) ||
-	    hc_db(r, &c, &e) || db_memo_put(c, run_id, scope, key, value, &e))
+	    hc_db(r, &c, &e) || token_still_valid(r, c, run_id, &e) ||
+	    db_memo_put(c, run_id, scope, key, value, &e))
 		goto out;
 	http_reply_json(r, 200,
 			json_pack("{s:o}", "value", json_loads(value, JSON_DECODE_ANY, NULL)));
@@ -79,6 +91,7 @@ void handle_memo_delete(struct http_req *r)
 	int scope;
 	bool removed;
 	if (memo_path(r, &run_id, &scope, &key, &e) || hc_db(r, &c, &e) ||
+	    token_still_valid(r, c, run_id, &e) ||
 	    db_memo_delete(c, run_id, scope, key, &removed, &e))
 		goto out;
 	http_reply_empty(r, 204);

@@ -91,9 +91,27 @@ enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err
  * WorkflowInput (openapi/openapi.yaml).
  * w->name must already be set to the (checked) name from the path; a "name"
  * in the body must equal it. Strings are borrowed from `body`. `egress`
- * refuses a url or callback_url whose host is a forbidden IP address. */
+ * refuses a url or callback_url whose host is a forbidden IP address. The
+ * secret is write-only: absent sets w->keep_secret (the stored secret stays),
+ * null sets w->secret NULL (signing off), a string must be a valid secret. */
 enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *egress,
 				   struct workflow_def *w, struct err *e);
+
+/* ---- POST /v1/workflows/{name}/secret (workflows.c) ---------------------- */
+
+#define WORKFLOW_GRACE_MAX_MS 2592000000LL   /* 30 days */
+#define WORKFLOW_GRACE_DEFAULT_MS 86400000LL /* 24 hours */
+
+struct workflow_rotate {
+	const char *secret; /* borrowed from the body; NULL: generate one */
+	int64_t grace_ms;   /* 0..WORKFLOW_GRACE_MAX_MS */
+};
+
+/* Validates a rotation body ({"secret": "whsec_...", "grace_ms": N}, both
+ * optional, secret null as absent; `body` NULL when the request had none)
+ * into `out` (schema SecretRotation of openapi/openapi.yaml). */
+enum err_code workflows_parse_rotate(const json_t *body, struct workflow_rotate *out,
+				     struct err *e);
 
 /* ---- PUT /v1/groups/{id} (groups.c) -------------------------------------- */
 

@@ -14,6 +14,7 @@ const struct http_route routes[] = {
 	{"PUT", "/v1/workflows/{}", handle_workflow_put, HTTP_AUTH_API},
 	{"GET", "/v1/workflows/{}", handle_workflow_get, HTTP_AUTH_API},
 	{"DELETE", "/v1/workflows/{}", handle_workflow_delete, HTTP_AUTH_API},
+	{"POST", "/v1/workflows/{}/secret", handle_workflow_rotate, HTTP_AUTH_API},
 	{"POST", "/v1/runs", handle_run_submit, HTTP_AUTH_API},
 	{"GET", "/v1/runs", handle_run_list, HTTP_AUTH_API},
 	{"GET", "/v1/runs/{}", handle_run_get, HTTP_AUTH_API},

@@ -1,4 +1,6 @@
-/* handlers/workflows: PUT, GET, DELETE /v1/workflows/{name} and GET /v1/workflows. */
+/* handlers/workflows: PUT, GET, DELETE /v1/workflows/{name}, GET /v1/workflows
+ * and POST /v1/workflows/{name}/secret (rotation of the signing secret). */
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +74,11 @@ enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *e
 			return err_set(e, ERR_INVALID,
 				       "retry_backoff.max_ms: must not be less than base_ms");
 	}
-	if (hc_str(body, "secret", 512, &w->secret, e))
+	/* Write-only: a body read back from GET has no secret and must not turn
+	 * signing off; only an explicit null does. */
+	w->keep_secret = json_object_get(body, "secret") == NULL;
+	w->secret = NULL;
+	if (hc_str(body, "secret", SIG_SECRET_MAX, &w->secret, e))
 		return e->code;
 	if (w->secret != NULL && sig_check_secret("secret", w->secret, e))
 		return e->code;
@@ -91,7 +97,7 @@ void handle_workflow_put(struct http_req *r)
 	if (ids_check_workflow_name("name", w.name, strlen(w.name), &e) ||
 	    http_req_json(r, &body, &e) ||
 	    workflows_parse_body(body, &http_req_app(r)->cfg->egress, &w, &e) || hc_db(r, &c, &e) ||
-	    db_workflow_put(c, &w, &created, &out, &e))
+	    db_workflow_put(c, &w, config_encryption_key(http_req_app(r)->cfg), &created, &out, &e))
 		goto out;
 	http_reply_json(r, created ? 201 : 200, out);
 	out = NULL;
@@ -101,6 +107,62 @@ out:
 		http_reply_error(r, &e);
 	json_decref(out);
 	json_decref(body);
+}
+
+enum err_code workflows_parse_rotate(const json_t *body, struct workflow_rotate *out, struct err *e)
+{
+	static const char *const keys[] = {"secret", "grace_ms", NULL};
+	out->secret = NULL;
+	out->grace_ms = WORKFLOW_GRACE_DEFAULT_MS;
+	if (body == NULL)
+		return ERR_OK;
+	if (hc_only_keys(body, keys, e) ||
+	    hc_str(body, "secret", SIG_SECRET_MAX, &out->secret, e) ||
+	    (out->secret != NULL && sig_check_secret("secret", out->secret, e)) ||
+	    hc_int(body, "grace_ms", 0, WORKFLOW_GRACE_MAX_MS, WORKFLOW_GRACE_DEFAULT_MS,
+		   &out->grace_ms, e))
+		return e->code;
+	return ERR_OK;
+}
+
+/* POST /v1/workflows/{name}/secret: the new secret is in the answer once and
+ * nowhere else (the generated one is wiped from this stack after). */
+void handle_workflow_rotate(struct http_req *r)
+{
+	struct err e = {0};
+	json_t *body = NULL, *out = NULL;
+	struct db_conn *c = NULL;
+	struct workflow_rotate rot = {0};
+	char generated[SIG_SECRET_MAX + 1] = "";
+	const char *name = http_req_param(r, 0);
+	if (ids_check_workflow_name("name", name, strlen(name), &e))
+		goto out;
+	if (http_req_has_body(r) && http_req_json(r, &body, &e))
+		goto out;
+	if (workflows_parse_rotate(body, &rot, &e))
+		goto out;
+	if (rot.secret == NULL) {
+		if (sig_new_secret(generated, &e))
+			goto out;
+		rot.secret = generated;
+	}
+	if (hc_db(r, &c, &e) ||
+	    db_workflow_rotate(c, name, rot.secret, rot.grace_ms,
+			       config_encryption_key(http_req_app(r)->cfg), &out, &e))
+		goto out;
+	if (json_object_set_new(out, "secret", json_string(rot.secret)) != 0) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	http_reply_json(r, 200, out);
+	out = NULL;
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+	json_decref(out);
+	json_decref(body);
+	OPENSSL_cleanse(generated, sizeof generated);
 }
 
 void handle_workflow_get(struct http_req *r)

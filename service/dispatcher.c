@@ -37,11 +37,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/crypt.h"
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "db/jobs.h"
+#include "service/keyring.h"
 #include "service/metrics.h"
 #include "service/verdict.h"
 #include "service/webhook.h"
@@ -115,8 +117,7 @@ struct dispatcher {
 	const struct config *cfg;
 	atomic_bool refusing; /* a newer hookflow took the database: claim nothing */
 	char *instance;
-	unsigned char memo_key[64];
-	size_t memo_key_len;
+	struct keyring *keyring; /* signs delivery tokens */
 	int nworkers;
 	struct worker *workers;
 };
@@ -130,15 +131,14 @@ static void poke_io(struct worker *w)
 }
 
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  const unsigned char *memo_key, size_t memo_key_len)
+				  struct keyring *keyring)
 {
 	struct dispatcher *d = calloc(1, sizeof *d);
 	if (d == NULL)
 		return NULL;
 	d->cfg = cfg;
 	d->instance = strdup(instance);
-	d->memo_key_len = memo_key_len < sizeof d->memo_key ? memo_key_len : sizeof d->memo_key;
-	memcpy(d->memo_key, memo_key, d->memo_key_len);
+	d->keyring = keyring;
 	d->nworkers = cfg->workers;
 	d->workers = calloc((size_t)d->nworkers, sizeof *d->workers);
 	if (d->instance == NULL || d->workers == NULL) {
@@ -172,8 +172,11 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	struct strbuf b = {0};
 	char deadline[TIMEFMT_RFC3339_LEN + 1];
 	timefmt_rfc3339(j->now_ms + j->timeout_ms, deadline);
-	char token[SIG_TOKEN_LEN + 1];
-	sig_memo_token(d->memo_key, d->memo_key_len, j->run_id, token);
+	/* The delivery token lasts as long as the call may: its deadline, plus
+	 * the lease (a call a dead instance held is not redelivered before). */
+	char token[TOKEN_MAX];
+	keyring_make(d->keyring, j->run_id, j->generation, j->step, j->attempt,
+		     (j->now_ms + j->timeout_ms + d->cfg->lease_ms) / 1000 + 1, token);
 
 	strbuf_puts(&b, "{\"run_id\":");
 	strbuf_json_string(&b, j->run_id);
@@ -413,6 +416,7 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 		.body_len = body ? strlen(body) : 0,
 		.msg_id = j->id,
 		.secret = j->secret,
+		.secret_previous = j->secret_previous,
 		.timeout_ms = j->timeout_ms,
 		.user = f,
 	};
@@ -714,6 +718,38 @@ static bool replay(struct worker *w, struct inflight *f)
 	return true;
 }
 
+/* Secrets are stored sealed when HOOKFLOW_ENCRYPTION_KEY is set: the
+ * claimed job's are opened here, the one place a stored secret is read for
+ * use. A secret that does not open fails the call as a transient error (the
+ * key was checked at start-up, so this is a changed database). Returns true
+ * when the job was settled so. */
+static bool reveal_secrets(struct worker *w, struct inflight *f)
+{
+	char **secrets[2] = {&f->job.secret, &f->job.secret_previous};
+	struct err e = {0};
+	for (int i = 0; i < 2 && e.code == ERR_OK; i++) {
+		char *plain = NULL;
+		if (!crypt_is_sealed(*secrets[i]) ||
+		    crypt_reveal(config_encryption_key(w->d->cfg), *secrets[i], &plain, &e))
+			continue;
+		free(*secrets[i]);
+		*secrets[i] = plain;
+	}
+	if (e.code == ERR_OK)
+		return false;
+	log_error("dispatcher", "cannot open the workflow's sealed secret",
+		  "run_id=%s error=\"%s\"", f->job.run_id, e.msg);
+	struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
+	snprintf(v.error, sizeof v.error, "call not started: %s", e.msg);
+	struct settlement st;
+	if (f->job.kind == JOB_STEP)
+		step_settlement(f, &v, 0, &st);
+	else
+		callback_settlement(f, &v, 0, &st);
+	settlements_push(&w->work, &st);
+	return true;
+}
+
 /* Hands claimed jobs to the I/O thread; replays and claims after a cancel
  * are settled here without a call. Takes ownership of `jobs`. */
 static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
@@ -740,6 +776,10 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 			struct settlement st;
 			step_settlement(f, &v, 0, &st);
 			settlements_push(&w->work, &st);
+			free_inflight(f);
+			continue;
+		}
+		if (reveal_secrets(w, f)) {
 			free_inflight(f);
 			continue;
 		}
@@ -966,7 +1006,7 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
-							  &d->cfg->egress)
+							  &d->cfg->egress, d->cfg->egress_proxy)
 				     : NULL;
 		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);
@@ -988,7 +1028,8 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 void dispatcher_wake(struct dispatcher *d)
 {
 	if (atomic_load(&d->refusing)) {
-		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database", NULL);
+		log_debug("dispatcher", "wake ignored: a newer hookflow upgraded the database",
+			  NULL);
 		return;
 	}
 	for (int i = 0; i < d->nworkers; i++) {

@@ -3,10 +3,12 @@
  *
  * Threads: HOOKFLOW_WORKERS worker threads, each with its own epoll loop, curl
  * multi handle (service/webhook) and database connection, each driving up to
- * max_inflight / workers concurrent calls. Other threads talk to a worker only
- * through its mailbox (mutex + eventfd): dispatcher_wake and dispatcher_cancel
- * are safe from any thread. No database transaction is open while a call is in
- * flight: a claim commits, the call runs, the settlement commits. */
+ * max_inflight / workers concurrent calls (with HOOKFLOW_EGRESS_PROXY, each
+ * worker's webhook client also has RESOLVER_THREADS name-lookup threads).
+ * Other threads talk to a worker only through its mailbox (mutex + eventfd):
+ * dispatcher_wake and dispatcher_cancel are safe from any thread. No database
+ * transaction is open while a call is in flight: a claim commits, the call
+ * runs, the settlement commits. */
 #ifndef HOOKFLOW_DISPATCHER_H
 #define HOOKFLOW_DISPATCHER_H
 
@@ -16,13 +18,16 @@
 #include "base/config.h"
 #include "base/err.h"
 
+struct keyring;
+
 struct dispatcher;
 
 /* Creates the dispatcher (threads not started). `cfg` is borrowed and must
  * outlive it; `instance` (copied) names this process in lease owners;
- * `memo_key` (copied) signs delivery tokens. NULL when out of memory. */
+ * `keyring` (borrowed, outlives the dispatcher) signs delivery tokens. NULL
+ * when out of memory. */
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  const unsigned char *memo_key, size_t memo_key_len);
+				  struct keyring *keyring);
 
 /* Starts the worker threads. */
 enum err_code dispatcher_start(struct dispatcher *d, struct err *e);

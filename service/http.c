@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/timefmt.h"
+#include "service/keyring.h"
 #include "service/listener.h"
 
 #define MAX_PATH_BYTES 4096
@@ -114,6 +115,8 @@ struct http_req {
 	struct err deferred; /* an error answered once the body has been read */
 	size_t discarded;    /* body bytes read and dropped for a deferred error */
 	struct longpoll *lp;
+	bool by_token; /* authorised by a delivery token (claims in `token`) */
+	struct token_claims token;
 	int64_t wait_deadline; /* monotonic ms, fixed by the first arm; 0: none */
 	char **allocs;         /* decoded query values, freed with the request */
 	int nallocs;
@@ -475,6 +478,13 @@ const char *http_req_method(const struct http_req *r)
 {
 	return r->method;
 }
+bool http_req_delivery_token(const struct http_req *r, struct token_claims *claims)
+{
+	if (r->by_token && claims != NULL)
+		*claims = r->token;
+	return r->by_token;
+}
+
 const char *http_req_id(const struct http_req *r)
 {
 	return r->request_id;
@@ -823,13 +833,15 @@ static enum err_code authorize(struct http_req *r, struct err *e)
 		return ERR_OK;
 	}
 	if (r->route->auth == HTTP_AUTH_MEMO && tok != NULL) {
-		char mine[SIG_TOKEN_LEN + 1];
-		sig_memo_token(r->app->memo_key, r->app->memo_key_len, r->params[0], mine);
-		if (sig_equal(tok, mine))
+		struct err te = {0};
+		if (keyring_verify(r->app->keyring, r->params[0], tok, &r->token, &te) == ERR_OK) {
+			r->by_token = true;
 			return ERR_OK;
+		}
 		return err_set(e, ERR_FORBIDDEN,
-			       "authorization: this credential does not grant access to run %.128s",
-			       r->params[0]);
+			       "authorization: this credential does not grant access to run %.128s "
+			       "(%s)",
+			       r->params[0], te.msg);
 	}
 	if (cfg->ntokens == 0)
 		return ERR_OK;

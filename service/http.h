@@ -15,6 +15,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
+#include "base/token.h"
 
 struct db_pool;
 struct dispatcher;
@@ -33,8 +34,7 @@ struct app {
 	struct snapshot *snapshot; /* what /readyz and /metrics report of the database */
 	const char *openapi;       /* the OpenAPI document */
 	size_t openapi_len;
-	const unsigned char *memo_key; /* signs delivery tokens */
-	size_t memo_key_len;
+	struct keyring *keyring; /* verifies delivery tokens */
 };
 
 struct http_req;
@@ -102,6 +102,11 @@ bool http_req_has_body(const struct http_req *r);
  * or no credential on an instance without tokens). */
 enum token_scope http_req_scope(const struct http_req *r);
 const char *http_req_id(const struct http_req *r);
+
+/* True when the request was authorised by a delivery token (a memo route
+ * called with the token of a step request) rather than an API token; fills
+ * *claims (may be NULL) with what the token binds. */
+bool http_req_delivery_token(const struct http_req *r, struct token_claims *claims);
 
 /* Parses the body as a JSON object (new reference in *out). ERR_INVALID
  * "body: ..." when it is not one. */

@@ -19,6 +19,7 @@
 #include "base/timefmt.h"
 #include "db/db.h"
 #include "db/jobs.h"
+#include "db/keys.h"
 #include "db/listen.h"
 #include "db/migrate.h"
 #include "service/metrics.h"
@@ -31,6 +32,7 @@ struct listener {
 	const struct config *cfg;
 	struct dispatcher *d;
 	struct waiters *ws;
+	struct keyring *keys;
 	pthread_t thread;
 	bool started;
 	int evfd;
@@ -40,13 +42,15 @@ struct listener {
 	struct db_conn *db;
 	int64_t due_at;    /* monotonic ms of the next promote/reap, or -1 */
 	bool engine_check; /* the engine was reloaded: is the database newer than us? */
+	bool keys_reload;  /* the delivery-token keys changed */
 };
 
-static const char *const channels[] = {"hookflow_wake", "hookflow_sched", "hookflow_cancel",
-				       "hookflow_done", "hookflow_engine"};
+static const char *const channels[] = {"hookflow_wake", "hookflow_sched",  "hookflow_cancel",
+				       "hookflow_done", "hookflow_engine", "hookflow_keys"};
 #define NCHANNELS ((int)(sizeof channels / sizeof channels[0]))
 
-struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws)
+struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws,
+			      struct keyring *keys)
 {
 	struct listener *l = calloc(1, sizeof *l);
 	if (l == NULL)
@@ -54,6 +58,7 @@ struct listener *listener_new(const struct config *cfg, struct dispatcher *d, st
 	l->cfg = cfg;
 	l->d = d;
 	l->ws = ws;
+	l->keys = keys;
 	l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->due_at = 0;
 	if (l->evfd < 0) {
@@ -100,6 +105,8 @@ static void on_notify(void *arg, const char *channel, const char *payload)
 		dispatcher_cancel(l->d, payload);
 	} else if (strcmp(channel, "hookflow_engine") == 0) {
 		l->engine_check = true;
+	} else if (strcmp(channel, "hookflow_keys") == 0) {
+		l->keys_reload = true;
 	} else if (strcmp(channel, "hookflow_sched") == 0) {
 		int64_t at = strtoll(payload, NULL, 10);
 		int64_t mono = timefmt_mono_ms() + (at - timefmt_now_ms());
@@ -132,7 +139,27 @@ static bool connect_db(struct listener *l)
 	waiters_notify_all(l->ws);
 	l->due_at = 0;
 	l->engine_check = true;
+	l->keys_reload = true;
 	return true;
+}
+
+/* Takes the delivery-token keys the database holds now (after a rotation). A
+ * failure keeps the keys held and is tried again at the next reconnect or
+ * rotation. */
+static void reload_keys(struct listener *l)
+{
+	l->keys_reload = false;
+	struct token_key *keys = NULL;
+	size_t n = 0;
+	struct err e = {0};
+	if (db_keys_load(l->db, config_encryption_key(l->cfg), &keys, &n, &e)) {
+		log_error("listener", "cannot reload the delivery-token keys", "error=\"%s\"",
+			  e.msg);
+		return;
+	}
+	keyring_replace(l->keys, keys, n);
+	log_info("listener", "delivery-token keys loaded", "count=%zu current=%s", n,
+		 keys[n - 1].kid);
 }
 
 /* After an engine reload (or a reconnect, which may have missed one): when
@@ -233,6 +260,8 @@ static void *listener_main(void *arg)
 		}
 		if (l->db != NULL && l->engine_check)
 			check_engine(l);
+		if (l->db != NULL && l->keys_reload)
+			reload_keys(l);
 		bool engine_ours = !dispatcher_refusing(l->d);
 		if (engine_ours && l->db != NULL && l->due_at >= 0 && now >= l->due_at)
 			tick(l);

@@ -13,12 +13,16 @@
 #include "base/config.h"
 #include "base/err.h"
 #include "service/dispatcher.h"
+#include "service/keyring.h"
 #include "service/waiters.h"
 
 struct listener;
 
-/* All arguments borrowed; they must outlive the listener. */
-struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws);
+/* All arguments borrowed; they must outlive the listener. `keys` is
+ * reloaded from the database when `hookflow rotate-keys` announces new keys
+ * (NOTIFY hookflow_keys) and after a reconnect. */
+struct listener *listener_new(const struct config *cfg, struct dispatcher *d, struct waiters *ws,
+			      struct keyring *keys);
 
 enum err_code listener_start(struct listener *l, struct err *e);
 

@@ -12,10 +12,23 @@
  * call to one webhook cost O(n) and a burst of n calls O(n^2) (10,000 calls
  * held at once took seconds of CPU to start). Below SHARD_CALLS concurrent
  * calls everything runs in the first shard; a shard above it that has been
- * empty for SHARD_IDLE_MS is closed with its idle connections. */
+ * empty for SHARD_IDLE_MS is closed with its idle connections.
+ *
+ * Egress: curl never takes a proxy from the environment (http_proxy,
+ * ALL_PROXY, no_proxy... are all overridden on every handle). Without an
+ * egress proxy, curl connects to the webhook itself and every address is
+ * checked against the policy as the socket is opened (on_open_socket). With
+ * HOOKFLOW_EGRESS_PROXY, curl only ever connects to the proxy, so the policy
+ * is applied before: the webhook's host is resolved here (resolver.c, off this
+ * thread), the first address the policy allows is picked, and the proxy is
+ * told to CONNECT to that address (CURLOPT_CONNECT_TO, with a tunnel forced
+ * for plain http too), never to the name, which it would resolve itself. */
 #include "service/webhook.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +40,7 @@
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/timefmt.h"
+#include "service/resolver.h"
 
 struct shard;
 
@@ -35,6 +49,7 @@ struct webhook_call {
 	struct shard *shard; /* whose multi holds the transfer, while in flight */
 	CURL *easy;
 	struct curl_slist *hdrs;
+	struct curl_slist *connect_to; /* through the proxy: the pinned address */
 	char *body;
 	size_t body_len;
 	char *resp;
@@ -52,6 +67,12 @@ struct webhook_call {
 	bool done;
 	bool aborted;
 	int timeout_ms;
+	int64_t deadline_ms; /* monotonic: started_ms + timeout_ms */
+	/* Through the proxy, until the host is resolved: */
+	struct resolver_wait wait;
+	int heap_at; /* index in wc->resolving, or -1 */
+	char host[RESOLVER_MAX_HOST + 1];
+	long port;
 	int64_t started_ms;
 	int64_t finished_ms;
 	void *user;
@@ -76,6 +97,11 @@ struct webhook_client {
 	int epfd;
 	int64_t max_response;
 	const struct netpolicy *egress;
+	const char *proxy;               /* HOOKFLOW_EGRESS_PROXY, or NULL: direct */
+	struct resolver *resolver;       /* with a proxy */
+	struct webhook_call **resolving; /* calls waiting for their host, a min-heap by deadline */
+	int nresolving;
+	int resolving_cap;
 	struct shard **shards; /* [0] always exists; the others are closed when idle */
 	int nshards;
 	int shards_cap;
@@ -231,19 +257,22 @@ static void shards_trim(struct webhook_client *wc, int64_t now)
 }
 
 /* curl's open-socket hook: the address is final here (after DNS), so the
- * egress policy is checked on what will really be connected to. */
+ * egress policy is checked on what will really be connected to. Through the
+ * egress proxy every connection goes to the proxy (the operator's choice,
+ * not a webhook address): the target was checked before the call started. */
 static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
 	struct webhook_call *call = clientp;
 	(void)purpose;
-	if (!netpolicy_allowed(call->wc->egress, &a->addr, call->refused, sizeof call->refused))
+	if (call->wc->proxy == NULL &&
+	    !netpolicy_allowed(call->wc->egress, &a->addr, call->refused, sizeof call->refused))
 		return CURL_SOCKET_BAD;
 	call->refused[0] = '\0';
 	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
-					  const struct netpolicy *egress)
+					  const struct netpolicy *egress, const char *proxy)
 {
 	struct webhook_client *wc = calloc(1, sizeof *wc);
 	if (wc == NULL)
@@ -251,18 +280,110 @@ struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
 	wc->epfd = epfd;
 	wc->max_response = max_response_bytes;
 	wc->egress = egress;
+	wc->proxy = proxy;
 	if (shard_add(wc) == NULL) {
 		free(wc->shards);
 		free(wc);
 		return NULL;
 	}
+	if (proxy != NULL) {
+		struct err e = {0};
+		wc->resolver = resolver_new(&e);
+		struct epoll_event ev = {.events = EPOLLIN};
+		if (wc->resolver != NULL) {
+			ev.data.fd = resolver_fd(wc->resolver);
+			if (epoll_ctl(epfd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0) {
+				resolver_free(wc->resolver);
+				wc->resolver = NULL;
+			}
+		}
+		if (wc->resolver == NULL) {
+			shard_drop_last(wc);
+			free(wc->shards);
+			free(wc);
+			return NULL;
+		}
+	}
 	return wc;
+}
+
+/* ---- calls waiting for their host (through the proxy) --------------------
+ * A min-heap by deadline, so the loop's timeout and the expiry of calls
+ * whose lookup outlives them cost O(log n), not a walk of every call. */
+
+static void heap_set(struct webhook_client *wc, int i, struct webhook_call *c)
+{
+	wc->resolving[i] = c;
+	c->heap_at = i;
+}
+
+static void heap_up(struct webhook_client *wc, int i)
+{
+	struct webhook_call *c = wc->resolving[i];
+	while (i > 0) {
+		int parent = (i - 1) / 2;
+		if (wc->resolving[parent]->deadline_ms <= c->deadline_ms)
+			break;
+		heap_set(wc, i, wc->resolving[parent]);
+		i = parent;
+	}
+	heap_set(wc, i, c);
+}
+
+static void heap_down(struct webhook_client *wc, int i)
+{
+	struct webhook_call *c = wc->resolving[i];
+	for (;;) {
+		int l = 2 * i + 1, m = i;
+		int64_t best = c->deadline_ms;
+		if (l < wc->nresolving && wc->resolving[l]->deadline_ms < best) {
+			m = l;
+			best = wc->resolving[l]->deadline_ms;
+		}
+		if (l + 1 < wc->nresolving && wc->resolving[l + 1]->deadline_ms < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_set(wc, i, wc->resolving[m]);
+		i = m;
+	}
+	heap_set(wc, i, c);
+}
+
+static bool heap_push(struct webhook_client *wc, struct webhook_call *c)
+{
+	if (wc->nresolving == wc->resolving_cap) {
+		int n = wc->resolving_cap ? wc->resolving_cap * 2 : 64;
+		struct webhook_call **a = realloc(wc->resolving, (size_t)n * sizeof *a);
+		if (a == NULL)
+			return false;
+		wc->resolving = a;
+		wc->resolving_cap = n;
+	}
+	heap_set(wc, wc->nresolving++, c);
+	heap_up(wc, c->heap_at);
+	return true;
+}
+
+static void heap_remove(struct webhook_client *wc, struct webhook_call *c)
+{
+	int i = c->heap_at;
+	if (i < 0)
+		return;
+	c->heap_at = -1;
+	struct webhook_call *last = wc->resolving[--wc->nresolving];
+	if (last == c)
+		return;
+	heap_set(wc, i, last);
+	heap_up(wc, i);
+	heap_down(wc, last->heap_at);
 }
 
 static void call_release(struct webhook_call *call)
 {
 	easy_put(call->wc, call->easy);
 	curl_slist_free_all(call->hdrs);
+	curl_slist_free_all(call->connect_to);
 	free(call->body);
 	free(call->resp);
 	free(call);
@@ -282,11 +403,17 @@ static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcod
 		call->anext->aprev = call->aprev;
 	call->aprev = call->anext = NULL;
 	call->finished_ms = timefmt_mono_ms();
+	if (wc->resolver != NULL) {
+		resolver_cancel(wc->resolver, &call->wait);
+		heap_remove(wc, call);
+	}
 	curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &call->status);
-	curl_multi_remove_handle(call->shard->multi, call->easy);
-	if (--call->shard->calls == 0)
-		call->shard->empty_since = call->finished_ms;
-	call->shard = NULL;
+	if (call->shard != NULL) {
+		curl_multi_remove_handle(call->shard->multi, call->easy);
+		if (--call->shard->calls == 0)
+			call->shard->empty_since = call->finished_ms;
+		call->shard = NULL;
+	}
 	easy_put(wc, call->easy);
 	call->easy = NULL;
 	call->next = NULL;
@@ -321,12 +448,20 @@ void webhook_client_free(struct webhook_client *wc)
 		call_release(c);
 		c = n;
 	}
-	/* Calls still in flight: their easy handles are still in a multi. */
+	/* Calls still in flight: their easy handles are still in a multi, or
+	 * they wait for their host (forgotten with the resolver). */
+	if (wc->resolver != NULL) {
+		epoll_ctl(wc->epfd, EPOLL_CTL_DEL, resolver_fd(wc->resolver), NULL);
+		resolver_free(wc->resolver);
+	}
+	free(wc->resolving);
 	c = wc->active;
 	while (c != NULL) {
 		struct webhook_call *n = c->anext;
-		curl_multi_remove_handle(c->shard->multi, c->easy);
-		c->shard->calls--;
+		if (c->shard != NULL) {
+			curl_multi_remove_handle(c->shard->multi, c->easy);
+			c->shard->calls--;
+		}
 		call_release(c);
 		c = n;
 	}
@@ -395,6 +530,158 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 	return n;
 }
 
+/* Adds the call's transfer to a shard with room. */
+static enum err_code transfer_start(struct webhook_client *wc, struct webhook_call *call,
+				    struct err *e)
+{
+	struct shard *sh = shard_for_call(wc);
+	if (sh == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	CURLMcode mc = curl_multi_add_handle(sh->multi, call->easy);
+	if (mc != CURLM_OK)
+		return err_set(e, ERR_INTERNAL, "curl: %s", curl_multi_strerror(mc));
+	call->shard = sh;
+	sh->calls++;
+	return ERR_OK;
+}
+
+/* The call is in flight from now on: it completes through the done list. */
+static void track(struct webhook_client *wc, struct webhook_call *call)
+{
+	wc->inflight++;
+	call->anext = wc->active;
+	if (wc->active)
+		wc->active->aprev = call;
+	wc->active = call;
+}
+
+/* Completes a call that failed before or instead of its transfer, with
+ * `msg` as curl's error text. */
+static void fail_call(struct webhook_client *wc, struct webhook_call *call, CURLcode code,
+		      const char *msg)
+{
+	snprintf(call->errbuf, sizeof call->errbuf, "%s", msg);
+	finish(wc, call, code);
+}
+
+/* The webhook's host and port (through the proxy). An address literal is
+ * answered into `literal` with *host NULL; a name is returned in *host
+ * (curl_free), its IDN form in punycode. */
+static enum err_code target_of(const char *url, struct webhook_call *call, char **host,
+			       struct resolver_answer *literal, struct err *e)
+{
+	*host = NULL;
+	CURLU *u = curl_url();
+	char *h = NULL, *port = NULL;
+	unsigned host_flags = 0;
+#ifdef CURLU_PUNYCODE
+	host_flags = CURLU_PUNYCODE;
+#endif
+	enum err_code rc = ERR_OK;
+	if (u == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &h, host_flags) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+		rc = err_set(e, ERR_INVALID, "the webhook URL cannot be parsed");
+		goto out;
+	}
+	call->port = strtol(port, NULL, 10);
+	snprintf(call->host, sizeof call->host, "%s", h);
+	memset(literal, 0, sizeof *literal);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&literal->addrs[0];
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&literal->addrs[0];
+	size_t n = strlen(h);
+	if (inet_pton(AF_INET, h, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		literal->n = 1;
+	} else if (h[0] == '[' && n > 2 && h[n - 1] == ']') {
+		h[n - 1] = '\0';
+		if (inet_pton(AF_INET6, h + 1, &v6->sin6_addr) != 1) {
+			rc = err_set(e, ERR_INVALID,
+				     "the webhook URL's IPv6 address cannot be parsed");
+			goto out;
+		}
+		v6->sin6_family = AF_INET6;
+		literal->n = 1;
+	} else {
+		*host = h;
+		h = NULL;
+	}
+out:
+	curl_free(h);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+/* Through the proxy, once the host's addresses are known: picks the first
+ * the egress policy allows (in the resolver's order), pins it as the
+ * proxy's CONNECT target and starts the transfer, or completes the call
+ * (refused, not resolved, out of time). */
+static void proxy_connect(struct webhook_client *wc, struct webhook_call *call,
+			  const struct resolver_answer *a)
+{
+	if (a->error != 0 || a->n == 0) {
+		char msg[CURL_ERROR_SIZE];
+		snprintf(msg, sizeof msg, "Could not resolve host: %.160s (%s)", call->host,
+			 gai_strerror(a->error ? a->error : EAI_NONAME));
+		fail_call(wc, call, CURLE_COULDNT_RESOLVE_HOST, msg);
+		return;
+	}
+	const struct sockaddr *pick = NULL;
+	char why[sizeof call->refused] = "";
+	for (int i = 0; i < a->n && pick == NULL; i++) {
+		const struct sockaddr *sa = (const struct sockaddr *)&a->addrs[i];
+		char w[sizeof call->refused];
+		if (netpolicy_allowed(wc->egress, sa, w, sizeof w))
+			pick = sa;
+		else if (why[0] == '\0')
+			memcpy(why, w, sizeof why);
+	}
+	if (pick == NULL) {
+		memcpy(call->refused, why, sizeof why);
+		fail_call(wc, call, CURLE_COULDNT_CONNECT, why);
+		return;
+	}
+	int64_t left = call->deadline_ms - timefmt_mono_ms();
+	if (left <= 0) {
+		char msg[CURL_ERROR_SIZE];
+		snprintf(msg, sizeof msg, "Resolving timed out after %d milliseconds",
+			 call->timeout_ms);
+		fail_call(wc, call, CURLE_OPERATION_TIMEDOUT, msg);
+		return;
+	}
+	char ip[INET6_ADDRSTRLEN] = "", line[INET6_ADDRSTRLEN + 32];
+	if (pick->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)pick)->sin_addr, ip, sizeof ip);
+		snprintf(line, sizeof line, "::%s:%ld", ip, call->port);
+	} else {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)pick)->sin6_addr, ip, sizeof ip);
+		snprintf(line, sizeof line, "::[%s]:%ld", ip, call->port);
+	}
+	struct err e = {0};
+	call->connect_to = curl_slist_append(NULL, line);
+	if (call->connect_to == NULL ||
+	    curl_easy_setopt(call->easy, CURLOPT_CONNECT_TO, call->connect_to) != CURLE_OK ||
+	    curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS, (long)left) != CURLE_OK) {
+		fail_call(wc, call, CURLE_FAILED_INIT, "out of memory");
+		return;
+	}
+	if (transfer_start(wc, call, &e))
+		fail_call(wc, call, CURLE_FAILED_INIT, e.msg);
+}
+
+/* resolver_dispatch's answer for a call waiting for its host. */
+static void on_resolved(struct resolver_wait *w, const struct resolver_answer *a, void *arg)
+{
+	struct webhook_client *wc = arg;
+	struct webhook_call *call =
+		(struct webhook_call *)((char *)w - offsetof(struct webhook_call, wait));
+	heap_remove(wc, call);
+	proxy_connect(wc, call, a);
+}
+
 enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook_request *req,
 				 struct webhook_call **out, struct err *e)
 {
@@ -403,6 +690,7 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	if (call == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	call->wc = wc;
+	call->heap_at = -1;
 	call->user = req->user;
 	call->timeout_ms = req->timeout_ms;
 	call->body = malloc(req->body_len + 1);
@@ -426,7 +714,8 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	h = curl_slist_append(h, line);
 	if (req->secret != NULL) {
 		char sig[SIG_HEADER_MAX];
-		if (sig_sign(req->secret, req->msg_id, ts, call->body, call->body_len, sig, e)) {
+		if (sig_sign_header(req->secret, req->secret_previous, req->msg_id, ts, call->body,
+				    call->body_len, sig, e)) {
 			curl_slist_free_all(h);
 			call_release(call);
 			return e->code;
@@ -457,25 +746,39 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, call);
+	/* Never a proxy from the environment: "" disables http_proxy,
+	 * https_proxy, ALL_PROXY and the rest, and an explicit (empty) no-proxy
+	 * list keeps no_proxy from sending a call around the egress proxy. */
+	curl_easy_setopt(c, CURLOPT_PROXY, wc->proxy != NULL ? wc->proxy : "");
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "");
+	if (wc->proxy != NULL)
+		/* CONNECT for plain http too: an absolute-URI request would let
+		 * the proxy resolve the name itself. */
+		curl_easy_setopt(c, CURLOPT_HTTPPROXYTUNNEL, 1L);
 	call->started_ms = timefmt_mono_ms();
+	call->deadline_ms = call->started_ms + req->timeout_ms;
 	shards_trim(wc, call->started_ms);
-	struct shard *sh = shard_for_call(wc);
-	if (sh == NULL) {
-		call_release(call);
-		return err_set(e, ERR_INTERNAL, "out of memory");
+	if (wc->proxy == NULL) {
+		if (transfer_start(wc, call, e)) {
+			call_release(call);
+			return e->code;
+		}
+		track(wc, call);
+	} else {
+		struct resolver_answer literal;
+		char *host = NULL;
+		if (target_of(req->url, call, &host, &literal, e)) {
+			call_release(call);
+			return e->code;
+		}
+		track(wc, call);
+		const struct resolver_answer *a = &literal;
+		if (host == NULL || resolver_lookup(wc->resolver, host, &call->wait, &a))
+			proxy_connect(wc, call, a);
+		else if (!heap_push(wc, call))
+			fail_call(wc, call, CURLE_FAILED_INIT, "out of memory");
+		curl_free(host);
 	}
-	CURLMcode mc = curl_multi_add_handle(sh->multi, c);
-	if (mc != CURLM_OK) {
-		call_release(call);
-		return err_set(e, ERR_INTERNAL, "curl: %s", curl_multi_strerror(mc));
-	}
-	call->shard = sh;
-	sh->calls++;
-	wc->inflight++;
-	call->anext = wc->active;
-	if (wc->active)
-		wc->active->aprev = call;
-	wc->active = call;
 	*out = call;
 	return ERR_OK;
 }
@@ -490,11 +793,17 @@ void webhook_call_abort(struct webhook_client *wc, struct webhook_call *call)
 
 bool webhook_client_owns_fd(const struct webhook_client *wc, int fd)
 {
+	if (wc->resolver != NULL && fd == resolver_fd(wc->resolver))
+		return true;
 	return fd >= 0 && fd < wc->nfds && wc->fds[fd] != NULL;
 }
 
 void webhook_client_socket_event(struct webhook_client *wc, int fd, uint32_t events)
 {
+	if (wc->resolver != NULL && fd == resolver_fd(wc->resolver)) {
+		resolver_dispatch(wc->resolver, on_resolved, wc);
+		return;
+	}
 	if (!webhook_client_owns_fd(wc, fd))
 		return; /* closed since epoll_wait returned */
 	struct shard *sh = wc->fds[fd];
@@ -510,11 +819,12 @@ void webhook_client_socket_event(struct webhook_client *wc, int fd, uint32_t eve
 	check_done(wc, sh);
 }
 
-/* The earliest of the shards' curl timers and of the idle trailing shard's
- * closing time, as monotonic ms, or -1. */
+/* The earliest of the shards' curl timers, of the deadline of the calls
+ * waiting for their host and of the idle trailing shard's closing time, as
+ * monotonic ms, or -1. */
 static int64_t next_deadline(const struct webhook_client *wc)
 {
-	int64_t at = -1;
+	int64_t at = wc->nresolving > 0 ? wc->resolving[0]->deadline_ms : -1;
 	for (int i = 0; i < wc->nshards; i++) {
 		int64_t t = wc->shards[i]->timer_at;
 		if (t >= 0 && (at < 0 || t < at))
@@ -541,6 +851,13 @@ long webhook_client_timeout_ms(const struct webhook_client *wc)
 void webhook_client_timeout(struct webhook_client *wc)
 {
 	int64_t now = timefmt_mono_ms();
+	while (wc->nresolving > 0 && wc->resolving[0]->deadline_ms <= now) {
+		struct webhook_call *c = wc->resolving[0];
+		char msg[CURL_ERROR_SIZE];
+		snprintf(msg, sizeof msg, "Resolving timed out after %d milliseconds",
+			 c->timeout_ms);
+		fail_call(wc, c, CURLE_OPERATION_TIMEDOUT, msg); /* leaves the heap */
+	}
 	for (int i = 0; i < wc->nshards; i++) {
 		struct shard *sh = wc->shards[i];
 		if (sh->timer_at < 0 || sh->timer_at > now)

@@ -29,19 +29,25 @@ struct webhook_request {
 	const char *url;
 	const char *body;
 	size_t body_len;
-	const char *msg_id; /* webhook-id */
-	const char *secret; /* "whsec_..." or NULL: unsigned */
-	int timeout_ms;     /* the whole call's deadline */
-	void *user;         /* returned by webhook_call_user */
+	const char *msg_id;          /* webhook-id */
+	const char *secret;          /* "whsec_..." or NULL: unsigned */
+	const char *secret_previous; /* also signs (a rotation's grace period), or NULL */
+	int timeout_ms;              /* the whole call's deadline */
+	void *user;                  /* returned by webhook_call_user */
 };
 
 /* Creates a client that registers its sockets on `epfd` (borrowed: the
  * caller's epoll instance; events carry the socket fd in data.fd, so the
  * caller must not use data.fd values that are sockets for other purposes).
- * Every connection's address is checked against `egress` (borrowed) before
- * curl connects. Returns NULL when out of memory. */
+ * No proxy is ever taken from the environment. With `proxy` NULL, calls go
+ * straight to the webhook and every connection's address is checked against
+ * `egress` (borrowed) before curl connects. With `proxy` ("http://host:port",
+ * borrowed: HOOKFLOW_EGRESS_PROXY), every call goes through that proxy: the
+ * webhook's host is resolved here (on helper threads; the resolver's eventfd
+ * joins `epfd`), and the proxy is told to CONNECT to the first address
+ * `egress` allows. Returns NULL when out of memory or out of threads. */
 struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
-					  const struct netpolicy *egress);
+					  const struct netpolicy *egress, const char *proxy);
 
 /* Aborts every call still in flight and frees the client. NULL is a no-op. */
 void webhook_client_free(struct webhook_client *wc);

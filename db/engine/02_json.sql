@@ -1,5 +1,6 @@
 -- The JSON shapes the API and the callbacks show: a run (GET /v1/runs/{id},
--- openapi.yaml's Run), a workflow (openapi.yaml's Workflow; never the secret)
+-- openapi.yaml's Run), a workflow (openapi.yaml's Workflow; never a secret,
+-- only whether it signs and until when a rotated-out secret still does)
 -- and a terminal callback's body (docs/webhook-protocol.md, "Terminal
 -- callbacks").
 
@@ -32,21 +33,21 @@ LANGUAGE sql STABLE AS $$
 		'retry_backoff', jsonb_build_object('base_ms', w.backoff_base_ms,
 						    'max_ms', w.backoff_max_ms),
 		'max_concurrency', w.max_concurrency, 'signed', w.secret IS NOT NULL,
+		'previous_secret_valid_until',
+			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()
+			THEN hf_ts(w.secret_previous_until) END,
 		'step_output_replay', w.step_output_replay,
 		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
 $$;
 
--- The body of the terminal callback of run `r` (as it stood before it ended)
--- ending with status `st`, result `res`, error `err` and `kind` at `fin`.
-CREATE FUNCTION hf_callback_body(r run, st text, res jsonb, err text, kind text,
-				 fin timestamptz)
-RETURNS jsonb
+-- The body of the terminal callback of run `r`, which has just ended.
+CREATE FUNCTION hf_callback_json(r run) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
 	SELECT jsonb_build_object(
-		'run_id', r.run_id, 'workflow', r.workflow, 'status', st,
-		'result', res, 'error', err, 'error_kind', kind,
-		'headers', r.headers, 'final_step', r.step,
-		'generation', r.generation, 'finished_at', hf_ts(fin),
+		'run_id', r.run_id, 'workflow', r.workflow, 'status', r.status,
+		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,
+		'headers', r.headers, 'final_step', r.final_step,
+		'generation', r.generation, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 			'id', r.group_id, 'key', r.group_key) END)
 $$;

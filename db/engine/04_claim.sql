@@ -5,7 +5,10 @@
 -- pending callbacks, in (priority, FIFO) order, skipping rows other instances
 -- hold. A workflow's max_concurrency is enforced by a slot counter on its row,
 -- taken under that row's lock, so it holds across instances. Each row is an
--- hf_job (migrations/0001_init.sql), decoded by db/jobs.c's JOB_COLUMNS.
+-- hf_job (migrations/0001_init.sql and 0003), decoded by db/jobs.c's
+-- JOB_COLUMNS. A job carries the workflow's secret and, while a rotation's
+-- grace period lasts (secret_previous_until, POST /v1/workflows/{name}/secret),
+-- the secret it replaced: the call is signed with both.
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
@@ -62,7 +65,8 @@ BEGIN
 							  'age_ms', hf_ms(now()) - hf_ms(so.stored_at))
 				FROM step_output so WHERE so.run_id = r.run_id
 				  AND so.generation = r.generation AND so.step = r.step
-				  AND so.payload_hash = hf_payload_hash(r.payload)) END;
+				  AND so.payload_hash = hf_payload_hash(r.payload)) END,
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	ELSE
 		n := 0;
@@ -84,7 +88,8 @@ BEGIN
 			c.max_attempts, c.generation, c.body, NULL::jsonb, NULL::jsonb, NULL::text,
 			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
-			false, hf_ms(now()), NULL::jsonb;
+			false, hf_ms(now()), NULL::jsonb,
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END;
 	END IF;
 END
 $$;

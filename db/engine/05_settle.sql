@@ -30,7 +30,10 @@ $$;
 -- Returns one row per item: its run_id and the run's new status, or
 -- 'claim_lost'. Steps it queues for now wake the claimers (NOTIFY
 -- hookflow_wake) unless p_wake is false: hf_cycle claims them itself.
-CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true)
+-- p_again is internal: the second pass over items whose run changed while
+-- they were decided.
+CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true,
+					   p_again boolean DEFAULT true)
 RETURNS TABLE (run_id text, outcome text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
@@ -38,194 +41,199 @@ DECLARE
 	it record;
 	sig jsonb;
 	ords bigint[];
+	rids text[];
 	sts text[];
 	kv_ords bigint[];
 	done text[];
+	dead text[];
+	cb_runs text[];
 	grp text[];
 	sched timestamptz;
 	queued boolean;
-	cbs integer;
+	cbs integer := 0;
 BEGIN
 	-- Waits first, in item order: on a current claim without a cancel
-	-- request, lock the key, refuse a second waiter and take a buffered
-	-- signal. waits maps the item's position to {"conflict"} or
+	-- request, lock the run and the key, refuse a second waiter and take a
+	-- buffered signal. waits maps the item's position to {"conflict"} or
 	-- {"buffered", "signal"}.
-	FOR it IN SELECT e.ord, e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
-		  WHERE e.item->>'result' = 'continue' AND e.item->>'wait_key' IS NOT NULL
-		  ORDER BY e.ord LOOP
-		PERFORM 1 FROM run x WHERE x.run_id = it.item->>'run_id'
-			AND x.claim_token = (it.item->>'claim_token')::bigint
-			AND x.status = 'running' AND NOT x.cancel_requested FOR UPDATE;
-		CONTINUE WHEN NOT FOUND;
-		PERFORM hf_lock_key(it.item->>'wait_key');
-		IF EXISTS (SELECT 1 FROM run x WHERE x.wait_key = it.item->>'wait_key'
-			   AND x.status = 'waiting' AND x.run_id <> it.item->>'run_id') THEN
-			waits := waits || jsonb_build_object(it.ord::text, '{"conflict": true}'::jsonb);
-		ELSE
-			DELETE FROM signal_buffer b WHERE b.correlation_key = it.item->>'wait_key'
-			RETURNING b.payload INTO sig;
-			waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
-				'buffered', FOUND, 'signal', sig));
-		END IF;
-	END LOOP;
-
-	-- Every item's rule, in one statement: `d` locks the runs, `v` and `e`
-	-- decide, `u` applies, then the history, the dead letters and the terminal
-	-- callbacks.
-	WITH x AS (
-		SELECT e.ord, e.item->>'run_id' AS rid, (e.item->>'claim_token')::bigint AS token,
-		       e.item->>'result' AS res, coalesce(e.item->'payload', 'null') AS payload,
-		       coalesce(e.item->'value', 'null') AS value, e.item->>'reason' AS reason,
-		       (e.item->>'http_status')::integer AS http_status,
-		       (e.item->>'delay_ms')::bigint AS delay_ms,
-		       (e.item->>'retry_delay_ms')::bigint AS retry_delay_ms,
-		       e.item->>'wait_key' AS wait_key,
-		       (e.item->>'wait_timeout_ms')::bigint AS wait_timeout_ms,
-		       e.item->'kv' AS kv, waits->(e.ord::text) AS w
-		FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)),
-	d AS (
-		SELECT x.*, r AS old, coalesce(r.callback_url, wf.callback_url) AS cb_url,
-		       CASE WHEN x.res = 'cancel_queued'
-			    THEN r.status IN ('pending', 'scheduled', 'waiting')
-			    ELSE r.claim_token = x.token AND r.status IN ('running', 'cancelling')
-		       END AS valid,
-		       -- An external cancel beats any result but the webhook's own cancel.
-		       r.cancel_requested AND x.res NOT IN ('cancel', 'cancel_queued') AS ext_cancel,
-		       x.res IN ('transient_error', 'lease_expired') AND r.attempt >= r.max_attempts
-			       AS last_attempt
-		FROM x JOIN run r ON r.run_id = x.rid
-		LEFT JOIN workflow wf ON wf.name = r.workflow
-		FOR UPDATE OF r),
-	v AS (
-		SELECT d.*, coalesce((d.w->>'conflict')::boolean, false) AS conflict,
-		       coalesce((d.w->>'buffered')::boolean, false) AS buffered,
-		       CASE WHEN d.ext_cancel THEN NULL
-			    WHEN d.res = 'continue' AND d.wait_key IS NOT NULL
-			    THEN CASE WHEN (d.w->>'buffered')::boolean THEN now()
-				      ELSE hf_due(d.wait_timeout_ms) END
-			    WHEN d.res = 'continue' THEN hf_due(d.delay_ms)
-			    WHEN d.res = 'transient_error' THEN hf_due(d.retry_delay_ms)
-			    WHEN d.res IN ('lease_expired', 'interrupted') THEN now()
-		       END AS due
-		FROM d WHERE d.valid),
-	e AS (
-		SELECT v.*,
-		       CASE WHEN v.ext_cancel OR v.res IN ('cancel_queued', 'cancel') THEN 'cancelled'
-			    WHEN v.res = 'succeed' THEN 'succeeded'
-			    WHEN v.res IN ('fail', 'permanent_error') OR v.last_attempt OR v.conflict
-				 THEN 'failed'
-			    WHEN v.res = 'continue' AND v.wait_key IS NOT NULL AND NOT v.buffered
-				 THEN 'waiting'
-			    WHEN v.res IN ('continue', 'transient_error', 'lease_expired', 'interrupted')
-				 THEN hf_queue_state(v.due)
-			    ELSE hf_raise(format('hf_settle_steps: unknown result %s', v.res))
-		       END AS st,
-		       -- the run's error when it ends
-		       CASE WHEN v.ext_cancel THEN NULL
-			    WHEN v.conflict THEN format(
-				'a waiter is already registered for correlation key %s', v.wait_key)
-			    WHEN v.res = 'lease_expired' THEN 'lease expired'
-			    WHEN v.res IN ('cancel', 'fail', 'transient_error', 'permanent_error')
-				 THEN v.reason END AS err,
-		       CASE WHEN v.ext_cancel OR v.res IN ('cancel_queued', 'cancel', 'succeed',
-							   'lease_expired') THEN NULL
-			    WHEN v.res IN ('fail', 'permanent_error') OR v.conflict THEN 'permanent'
-			    WHEN v.res = 'transient_error' THEN 'transient' END AS kind,
-		       -- the history row's result; NULL: no row (no answer was awaited)
-		       CASE WHEN v.ext_cancel THEN 'cancelled'
-			    WHEN v.res IN ('cancel_queued', 'interrupted') THEN NULL
-			    WHEN v.conflict THEN 'permanent_error'
-			    ELSE v.res END AS hist,
-		       NOT v.ext_cancel AND (v.res = 'permanent_error' OR v.conflict OR v.last_attempt)
-			   AS dead,
-		       NOT v.ext_cancel AND NOT v.conflict
-			   AND v.res IN ('continue', 'succeed', 'fail', 'cancel') AS apply_kv,
-		       NOT v.ext_cancel AND NOT v.conflict AND v.res = 'continue' AS advance
-		FROM v),
-	u AS (
-		UPDATE run rr SET
-			status = e.st,
-			step = CASE WHEN e.advance THEN (e.old).step + 1 ELSE rr.step END,
-			attempt = CASE WHEN e.advance THEN 0
-				       WHEN e.res = 'interrupted' AND NOT e.ext_cancel THEN rr.attempt - 1
-				       ELSE rr.attempt END,
-			job_id = CASE WHEN e.advance THEN hf_new_id() ELSE rr.job_id END,
-			payload = CASE WHEN e.advance THEN e.payload ELSE rr.payload END,
-			signal = CASE WHEN NOT e.advance THEN rr.signal
-				      WHEN e.buffered THEN jsonb_build_object(
-					'status', 'delivered', 'payload', e.w->'signal') END,
-			result = CASE WHEN e.st = 'succeeded' THEN e.value END,
-			error = CASE WHEN e.st IN ('failed', 'cancelled') THEN e.err END,
-			error_kind = CASE WHEN e.st IN ('failed', 'cancelled') THEN e.kind END,
-			final_step = CASE WHEN e.st IN ('succeeded', 'failed', 'cancelled')
-					  THEN (e.old).step END,
-			finished_at = CASE WHEN e.st IN ('succeeded', 'failed', 'cancelled')
-					   THEN now() END,
-			seq = CASE WHEN e.st = 'pending' THEN nextval('hf_seq') END,
-			next_at = CASE WHEN e.st IN ('pending', 'scheduled', 'waiting') THEN e.due END,
-			wait_key = CASE WHEN e.st = 'waiting' THEN e.wait_key END,
-			wait_timeout_at = CASE WHEN e.st = 'waiting' THEN e.due END,
-			cancel_requested = rr.cancel_requested OR e.res = 'cancel_queued',
-			lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
-			lease_expires_at = NULL, holds_slot = false, updated_at = now()
-		FROM e
-		WHERE rr.run_id = e.rid
-		RETURNING e.ord, e.old, e.st, e.err, e.kind, e.hist, e.dead, e.apply_kv, e.cb_url,
-			  e.http_status, rr.result, rr.next_at, rr.finished_at,
-			  e.st IN ('succeeded', 'failed', 'cancelled') AS term,
-			  -- the history row's error
-			  CASE WHEN e.ext_cancel THEN e.reason
-			       WHEN e.hist IN ('transient_error', 'permanent_error', 'lease_expired')
-			       THEN e.err END AS hist_err),
-	hist AS (
-		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
-					  signal, started_at, result, http_status, error)
-		SELECT (u.old).run_id, (u.old).generation, (u.old).step, (u.old).attempt,
-		       (u.old).job_id, (u.old).payload, (u.old).signal, (u.old).claimed_at,
-		       u.hist, u.http_status, u.hist_err
-		FROM u WHERE u.hist IS NOT NULL),
-	dead AS (
-		INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
-					 last_error, last_http_status, payload)
-		SELECT (u.old).job_id, 'step', (u.old).run_id, (u.old).workflow,
-		       (u.old).generation, (u.old).step, (u.old).attempt, u.err, u.http_status,
-		       (u.old).payload
-		FROM u WHERE u.dead
-		ON CONFLICT ON CONSTRAINT dead_letter_pkey DO UPDATE SET attempts = EXCLUDED.attempts,
-			last_error = EXCLUDED.last_error,
-			last_http_status = EXCLUDED.last_http_status, created_at = now()),
-	cb AS (
-		INSERT INTO callback (id, run_id, generation, workflow, url, body, status,
-				      max_attempts, priority, seq, next_at)
-		SELECT hf_new_id(), (u.old).run_id, (u.old).generation, (u.old).workflow, u.cb_url,
-		       hf_callback_body(u.old, u.st, u.result, u.err, u.kind, u.finished_at),
-		       'pending', (u.old).max_attempts, (u.old).priority, nextval('hf_seq'),
-		       u.finished_at
-		FROM u WHERE u.term AND u.cb_url IS NOT NULL
-		ON CONFLICT ON CONSTRAINT callback_run_id_generation_key DO NOTHING
-		RETURNING 1)
-	SELECT coalesce(array_agg(u.ord), '{}'), array_agg(u.st),
-	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.apply_kv),
-	       array_agg((u.old).run_id) FILTER (WHERE u.term),
-	       array_agg(DISTINCT (u.old).group_id) FILTER (WHERE u.term
-							   AND (u.old).group_id IS NOT NULL),
-	       min(u.next_at) FILTER (WHERE u.st IN ('scheduled', 'waiting')),
-	       coalesce(bool_or(u.st = 'pending'), false),
-	       (SELECT count(*) FROM cb)
-	INTO ords, sts, kv_ords, done, grp, sched, queued, cbs
-	FROM u;
-
-	-- kv effects of the outcomes that keep them, in item order.
-	IF kv_ords IS NOT NULL THEN
-		FOR it IN SELECT e.ord, e.item FROM jsonb_array_elements(p_items)
-			  WITH ORDINALITY AS e(item, ord)
-			  WHERE e.ord = ANY (kv_ords) AND e.item ? 'kv' ORDER BY e.ord LOOP
-			PERFORM hf_apply_kv(it.item->'kv');
+	IF jsonb_path_exists(p_items, '$[*].wait_key') THEN
+		FOR it IN SELECT e.ord, e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			  WHERE e.item->>'result' = 'continue' AND e.item->>'wait_key' IS NOT NULL
+			  ORDER BY e.ord LOOP
+			PERFORM 1 FROM run x WHERE x.run_id = it.item->>'run_id'
+				AND x.claim_token = (it.item->>'claim_token')::bigint
+				AND x.status = 'running' AND NOT x.cancel_requested FOR UPDATE;
+			CONTINUE WHEN NOT FOUND;
+			PERFORM hf_lock_key(it.item->>'wait_key');
+			IF EXISTS (SELECT 1 FROM run x WHERE x.wait_key = it.item->>'wait_key'
+				   AND x.status = 'waiting' AND x.run_id <> it.item->>'run_id') THEN
+				waits := waits || jsonb_build_object(it.ord::text, '{"conflict": true}'::jsonb);
+			ELSE
+				DELETE FROM signal_buffer b WHERE b.correlation_key = it.item->>'wait_key'
+				RETURNING b.payload INTO sig;
+				waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
+					'buffered', FOUND, 'signal', sig));
+			END IF;
 		END LOOP;
 	END IF;
 
+	-- Every item's rule, in one statement: `d` reads each item's run and
+	-- decides, `u` applies it, `hist` writes the history row. The decision is
+	-- made on the run as this statement's snapshot shows it; a run that
+	-- changed before its update (a cancel requested, a reap) is left alone
+	-- and settled again below.
+	WITH x AS (
+		SELECT e.*, coalesce((waits->(e.ord::text)->>'conflict')::boolean, false) AS conflict,
+		       coalesce((waits->(e.ord::text)->>'buffered')::boolean, false) AS buffered
+		FROM ROWS FROM (jsonb_to_recordset(p_items) AS (run_id text, claim_token bigint,
+			result text, payload jsonb, value jsonb, reason text, http_status integer,
+			delay_ms bigint, retry_delay_ms bigint, wait_key text, wait_timeout_ms bigint,
+			kv jsonb)) WITH ORDINALITY AS e(run_id, claim_token, result, payload, value, reason,
+			http_status, delay_ms, retry_delay_ms, wait_key, wait_timeout_ms, kv, ord)),
+	d AS (
+		SELECT x.ord, x.run_id AS rid, x.claim_token AS token, x.result AS res, x.payload,
+		       x.value, x.reason, x.http_status, x.kv, x.wait_key, x.buffered,
+		       r.cancel_requested, r.step AS o_step, r.attempt AS o_attempt,
+		       r.generation AS o_generation, r.job_id AS o_job_id, r.payload AS o_payload,
+		       r.signal AS o_signal, r.claimed_at AS o_claimed_at,
+		       c.ext_cancel,
+		       CASE WHEN c.ext_cancel OR x.result IN ('cancel_queued', 'cancel') THEN 'cancelled'
+			    WHEN x.result = 'succeed' THEN 'succeeded'
+			    WHEN x.result IN ('fail', 'permanent_error') OR c.last_attempt OR x.conflict
+				 THEN 'failed'
+			    WHEN x.result = 'continue' AND x.wait_key IS NOT NULL AND NOT x.buffered
+				 THEN 'waiting'
+			    WHEN x.result IN ('continue', 'transient_error', 'lease_expired', 'interrupted')
+				 THEN 'queued'
+			    ELSE hf_raise(format('hf_settle_steps: unknown result %s', x.result))
+		       END AS st,
+		       -- when a queued or waiting step comes due; NULL when the run ends
+		       CASE WHEN c.ext_cancel OR x.conflict OR c.last_attempt THEN NULL
+			    WHEN x.result = 'continue' AND x.wait_key IS NOT NULL
+			    THEN CASE WHEN x.buffered THEN now() ELSE hf_due(x.wait_timeout_ms) END
+			    WHEN x.result = 'continue' THEN hf_due(x.delay_ms)
+			    WHEN x.result = 'transient_error' THEN hf_due(x.retry_delay_ms)
+			    WHEN x.result IN ('lease_expired', 'interrupted') THEN now()
+		       END AS due,
+		       -- the run's error when it ends (and the history row's)
+		       CASE WHEN c.ext_cancel THEN NULL
+			    WHEN x.conflict THEN format(
+				'a waiter is already registered for correlation key %s', x.wait_key)
+			    WHEN x.result = 'lease_expired' THEN 'lease expired'
+			    WHEN x.result IN ('cancel', 'fail', 'transient_error', 'permanent_error')
+				 THEN x.reason END AS err,
+		       CASE WHEN c.ext_cancel THEN NULL
+			    WHEN x.result IN ('fail', 'permanent_error') OR x.conflict THEN 'permanent'
+			    WHEN x.result = 'transient_error' THEN 'transient' END AS kind,
+		       -- the history row's result; NULL: no row (no answer was awaited)
+		       CASE WHEN c.ext_cancel THEN 'cancelled'
+			    WHEN x.result IN ('cancel_queued', 'interrupted') THEN NULL
+			    WHEN x.conflict THEN 'permanent_error'
+			    ELSE x.result END AS hist,
+		       NOT c.ext_cancel AND (x.result = 'permanent_error' OR x.conflict OR c.last_attempt)
+			   AS dead,
+		       NOT c.ext_cancel AND NOT x.conflict AND x.kv IS NOT NULL
+			   AND x.result IN ('continue', 'succeed', 'fail', 'cancel') AS has_kv,
+		       NOT c.ext_cancel AND NOT x.conflict AND x.result = 'continue' AS advance
+		FROM x JOIN run r ON r.run_id = x.run_id
+		CROSS JOIN LATERAL (SELECT
+			-- An external cancel beats any result but the webhook's own cancel.
+			r.cancel_requested AND x.result NOT IN ('cancel', 'cancel_queued') AS ext_cancel,
+			x.result IN ('transient_error', 'lease_expired') AND r.attempt >= r.max_attempts
+				AS last_attempt) c
+		WHERE CASE WHEN x.result = 'cancel_queued'
+			   THEN r.status IN ('pending', 'scheduled', 'waiting')
+			   ELSE r.claim_token = x.claim_token AND r.status IN ('running', 'cancelling') END),
+	u AS (
+		UPDATE run rr SET
+			status = CASE WHEN d.st = 'queued' THEN hf_queue_state(d.due) ELSE d.st END,
+			step = CASE WHEN d.advance THEN d.o_step + 1 ELSE rr.step END,
+			attempt = CASE WHEN d.advance THEN 0
+				       WHEN d.res = 'interrupted' AND NOT d.ext_cancel THEN rr.attempt - 1
+				       ELSE rr.attempt END,
+			job_id = CASE WHEN d.advance THEN hf_new_id() ELSE rr.job_id END,
+			payload = CASE WHEN d.advance THEN coalesce(d.payload, 'null') ELSE rr.payload END,
+			signal = CASE WHEN NOT d.advance THEN rr.signal
+				      WHEN d.buffered THEN jsonb_build_object(
+					'status', 'delivered', 'payload', waits->(d.ord::text)->'signal') END,
+			result = CASE WHEN d.st = 'succeeded' THEN coalesce(d.value, 'null') END,
+			error = CASE WHEN d.due IS NULL THEN d.err END,
+			error_kind = CASE WHEN d.due IS NULL THEN d.kind END,
+			final_step = CASE WHEN d.due IS NULL THEN d.o_step END,
+			finished_at = CASE WHEN d.due IS NULL THEN now() END,
+			seq = CASE WHEN d.st = 'queued' AND d.due <= now() THEN nextval('hf_seq') END,
+			next_at = d.due,
+			wait_key = CASE WHEN d.st = 'waiting' THEN d.wait_key END,
+			wait_timeout_at = CASE WHEN d.st = 'waiting' THEN d.due END,
+			cancel_requested = rr.cancel_requested OR d.res = 'cancel_queued',
+			lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
+			lease_expires_at = NULL, holds_slot = false, updated_at = now()
+		FROM d
+		WHERE rr.run_id = d.rid AND rr.cancel_requested = d.cancel_requested
+		  AND CASE WHEN d.res = 'cancel_queued'
+			   THEN rr.status IN ('pending', 'scheduled', 'waiting')
+			   ELSE rr.claim_token = d.token AND rr.status IN ('running', 'cancelling') END
+		RETURNING d.ord, d.rid, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
+			  d.o_signal, d.o_claimed_at, rr.status AS st, rr.group_id, d.hist, d.dead,
+			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
+			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
+				(SELECT w.callback_url FROM workflow w WHERE w.name = rr.workflow)) END
+				AS cb_url,
+			  CASE WHEN d.ext_cancel THEN d.reason
+			       WHEN d.hist IN ('transient_error', 'permanent_error', 'lease_expired')
+			       THEN d.err END AS hist_err),
+	hist AS (
+		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
+					  signal, started_at, result, http_status, error)
+		SELECT u.rid, u.o_generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
+		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err
+		FROM u WHERE u.hist IS NOT NULL)
+	SELECT array_agg(u.ord), array_agg(u.rid), array_agg(u.st),
+	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.has_kv),
+	       array_agg(u.rid) FILTER (WHERE u.term),
+	       array_agg(u.rid) FILTER (WHERE u.dead),
+	       array_agg(u.rid) FILTER (WHERE u.cb_url IS NOT NULL),
+	       array_agg(DISTINCT u.group_id) FILTER (WHERE u.term AND u.group_id IS NOT NULL),
+	       min(u.next_at) FILTER (WHERE u.st IN ('scheduled', 'waiting')),
+	       coalesce(bool_or(u.st = 'pending'), false)
+	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued
+	FROM u;
+
+	-- Dead letters: the history row of each dead attempt, kept.
+	IF dead IS NOT NULL THEN
+		INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
+					 last_error, last_http_status, payload)
+		SELECT a.job_id, 'step', a.run_id, r.workflow, a.generation, a.step, a.attempt,
+		       a.error, a.http_status, a.payload
+		FROM run r JOIN step_attempt a ON a.run_id = r.run_id AND a.generation = r.generation
+		     AND a.step = r.step AND a.attempt = r.attempt
+		WHERE r.run_id = ANY (dead)
+		ON CONFLICT ON CONSTRAINT dead_letter_pkey DO UPDATE SET attempts = EXCLUDED.attempts,
+			last_error = EXCLUDED.last_error,
+			last_http_status = EXCLUDED.last_http_status, created_at = now();
+	END IF;
+	-- Terminal callbacks: one per run and generation that ended with a
+	-- callback URL (its own, else its workflow's), its body the ended run.
+	IF cb_runs IS NOT NULL THEN
+		INSERT INTO callback (id, run_id, generation, workflow, url, body, status,
+				      max_attempts, priority, seq, next_at)
+		SELECT hf_new_id(), r.run_id, r.generation, r.workflow,
+		       coalesce(r.callback_url, w.callback_url), hf_callback_json(r), 'pending',
+		       r.max_attempts, r.priority, nextval('hf_seq'), r.finished_at
+		FROM run r LEFT JOIN workflow w ON w.name = r.workflow
+		WHERE r.run_id = ANY (cb_runs)
+		ON CONFLICT ON CONSTRAINT callback_run_id_generation_key DO NOTHING;
+		GET DIAGNOSTICS cbs = ROW_COUNT;
+	END IF;
 	IF done IS NOT NULL THEN
 		PERFORM pg_notify('hookflow_done', rd) FROM unnest(done) rd;
+	END IF;
+	-- kv effects of the outcomes that keep them, in item order.
+	IF kv_ords IS NOT NULL THEN
+		FOR it IN SELECT e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			  WHERE e.ord = ANY (kv_ords) ORDER BY e.ord LOOP
+			PERFORM hf_apply_kv(it.item->'kv');
+		END LOOP;
 	END IF;
 	IF grp IS NOT NULL THEN
 		PERFORM pg_notify('hookflow_done', 'group:' || g) FROM unnest(grp) g;
@@ -237,11 +245,23 @@ BEGIN
 		PERFORM pg_notify('hookflow_wake', '');
 	END IF;
 
-	RETURN QUERY
-	SELECT e.item->>'run_id', coalesce(s.st, 'claim_lost')
+	RETURN QUERY SELECT * FROM unnest(rids, sts);
+	IF coalesce(cardinality(ords), 0) = jsonb_array_length(p_items) THEN
+		RETURN;
+	END IF;
+	-- Items not settled above: their claim was lost, or their run changed
+	-- between the decision and the update (then it is settled again, now
+	-- seeing the change; a claim is cancelled or reaped only once).
+	IF p_again THEN
+		RETURN QUERY SELECT * FROM hf_settle_steps((
+			SELECT jsonb_agg(e.item ORDER BY e.ord)
+			FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			WHERE NOT e.ord = ANY (coalesce(ords, '{}'))), p_wake, false);
+		RETURN;
+	END IF;
+	RETURN QUERY SELECT e.item->>'run_id', 'claim_lost'::text
 	FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
-	LEFT JOIN unnest(ords, sts) AS s(ord, st) ON s.ord = e.ord
-	ORDER BY e.ord;
+	WHERE NOT e.ord = ANY (coalesce(ords, '{}'));
 END
 $$;
 

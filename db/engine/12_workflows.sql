@@ -1,5 +1,6 @@
--- Workflows (openapi.yaml, /v1/workflows): rows are written by db/workflow.c;
--- deleting one is refused while it has active runs.
+-- Workflows (openapi.yaml, /v1/workflows): rows are written by db/workflow.c
+-- (PUT) and hf_workflow_rotate (a new signing secret); deleting one is
+-- refused while it has active runs.
 
 -- Returns 'deleted', 'not_found' or 'in_use'. The row lock waits for
 -- submissions in flight (they hold FOR KEY SHARE), and the check that follows
@@ -17,5 +18,32 @@ BEGIN
 	END IF;
 	DELETE FROM workflow WHERE name = p_name;
 	RETURN 'deleted';
+END
+$$;
+
+-- Rotates the signing secret of workflow p_name to p_secret (POST
+-- /v1/workflows/{name}/secret). The current secret, when there is one and
+-- p_grace_ms > 0, becomes the previous secret: it keeps signing next to the
+-- new one until now + p_grace_ms (the claim, hf_claim in 04_claim.sql). An older
+-- previous secret is dropped. Returns {"previous_valid_until": ts or null,
+-- "workflow": the workflow's JSON}, or NULL when there is no such workflow.
+CREATE FUNCTION hf_workflow_rotate(p_name text, p_secret text, p_grace_ms bigint)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+	w workflow;
+BEGIN
+	UPDATE workflow x SET
+		secret_previous = CASE WHEN p_grace_ms > 0 THEN x.secret END,
+		secret_previous_until = CASE WHEN p_grace_ms > 0 AND x.secret IS NOT NULL
+					THEN date_trunc('milliseconds', hf_due(p_grace_ms)) END,
+		secret = p_secret, updated_at = now()
+	WHERE x.name = p_name
+	RETURNING x.* INTO w;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	RETURN jsonb_build_object('previous_valid_until', hf_ts(w.secret_previous_until),
+				  'workflow', hf_workflow_json(w));
 END
 $$;

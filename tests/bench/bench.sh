@@ -510,7 +510,7 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
 		echo "compare: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
-		printf '%-10s %14s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us "binary (all transitions/s)"
+		printf '%-10s %14s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us binary
 		for side in cb:"$BENCH_COMPARE" ct:"$this_bin"; do
 			p=${side%%:*} b=${side#*:}
 			cols=()
@@ -519,10 +519,16 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 				for ((k = 1; k <= repeat; k++)); do vals+=("${R[${p}_${k}_$f]}"); done
 				cols+=("$(median "${vals[@]}")")
 			done
-			all=()
-			for ((k = 1; k <= repeat; k++)); do all+=("${R[${p}_${k}_steps_per_s]}"); done
-			printf '%-10s %14s %10s %10s %10s   %s (%s)\n' "$([[ $p = cb ]] && echo base || echo this)" \
-				"${cols[@]}" "$b" "$(IFS=,; echo "${all[*]}")"
+			all=() hfs=() pgs=()
+			for ((k = 1; k <= repeat; k++)); do
+				all+=("${R[${p}_${k}_steps_per_s]}")
+				hfs+=("${R[${p}_${k}_hf_us]}")
+				pgs+=("${R[${p}_${k}_pg_us]}")
+			done
+			printf '%-10s %14s %10s %10s %10s   %s\n' "$([[ $p = cb ]] && echo base || echo this)" \
+				"${cols[@]}" "$b"
+			printf '%10s all runs: transitions/s %s; hf_us %s; pg_us %s\n' "" \
+				"$(IFS=,; echo "${all[*]}")" "$(IFS=,; echo "${hfs[*]}")" "$(IFS=,; echo "${pgs[*]}")"
 		done
 	} | tee "$out/compare.txt"
 	exit 0

@@ -1,4 +1,6 @@
-/* fuzz_workflow: PUT /v1/workflows/{name} bodies through workflows_parse_body. */
+/* fuzz_workflow: PUT /v1/workflows/{name} bodies through workflows_parse_body,
+ * and the same input as a POST /v1/workflows/{name}/secret body through
+ * workflows_parse_rotate. */
 #include "tests/fuzz/fuzz.h"
 
 #include "base/sig.h"
@@ -38,6 +40,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   w.backoff_max_ms <= 86400000);
 		FUZZ_CHECK(w.secret == NULL ||
 			   sig_check_secret("secret", w.secret, NULL) == ERR_OK);
+		/* Absent keeps the stored secret; null or a string replaces it. */
+		FUZZ_CHECK(w.keep_secret == (json_object_get(body, "secret") == NULL));
+		FUZZ_CHECK(!w.keep_secret || w.secret == NULL);
+	}
+	struct err re = {0};
+	struct workflow_rotate rot = {0};
+	rc = workflows_parse_rotate(body, &rot, &re);
+	if (rc != ERR_OK) {
+		fuzz_check_err(rc, &re);
+	} else {
+		FUZZ_CHECK(rot.grace_ms >= 0 && rot.grace_ms <= WORKFLOW_GRACE_MAX_MS);
+		FUZZ_CHECK(rot.secret == NULL ||
+			   sig_check_secret("secret", rot.secret, NULL) == ERR_OK);
 	}
 	json_decref(body);
 	return 0;

@@ -154,8 +154,23 @@ def test_new_binary_takes_over_a_0_1_0_database_with_runs_in_every_state(
         return body
 
     # running, a call in flight when 0.1.0 dies: delivered again as attempt 2
-    steps.on("up-running", lambda r: succeed(r.field("payload")) if r.step == 1 else
-             Hang(max_s=60) if r.attempt == 1 else cont({"taken_over": r.attempt}))
+    legacy = {}      # the delivery token 0.1.0 gave the call in flight at the kill
+    memo_reads = {}  # what attempt 2 (by the new binary) read of that call's memo
+
+    def running_step(r):
+        if r.step == 1:
+            return succeed(r.field("payload"))
+        if r.attempt == 1:
+            return Hang(max_s=60)
+        # The memo 0.1.0's call wrote is there for the retry, read with the
+        # 0.1.0 token (accepted during the upgrade's grace period) and with
+        # this attempt's own token.
+        path = "/v1/runs/up-running/memo/progress"
+        for name, tok in (("legacy", legacy.get("token")), ("own", r.field("memo")["token"])):
+            got = Api(r.field("memo")["url"][:-len("/v1/runs/up-running")], token=tok).get(path)
+            memo_reads[name] = (got.status, got.body)
+        return cont({"taken_over": r.attempt})
+    steps.on("up-running", running_step)
     submit("up-main", "up-running", input={"n": 1})
 
     # a concurrency cap of 1: cap-0 holds the slot (in flight), cap-1 and
@@ -214,6 +229,7 @@ def test_new_binary_takes_over_a_0_1_0_database_with_runs_in_every_state(
     wait_until(lambda: len(dead_letter_list(api)) == 2, timeout=10, message="a dead step and a dead callback")
     # the in-flight step's memo, written through 0.1.0 with its delivery token
     token = held["up-running"].json["memo"]["token"]
+    legacy["token"] = token
     r = api.with_token(token).put("/v1/runs/up-running/memo/progress", {"value": {"seen": 1}})
     assert r.status in (200, 201, 204), r
 
@@ -293,8 +309,11 @@ def test_new_binary_takes_over_a_0_1_0_database_with_runs_in_every_state(
     lease = [(1, 0, 1, "lease_expired")]
     assert after["up-running"]["result"] == {"taken_over": 2}
     assert history(api, "up-running") == lease + [(1, 0, 2, "continue"), (1, 1, 1, "succeed")]
+    assert memo_reads == {"legacy": (200, {"value": {"seen": 1}}), "own": (200, {"value": {"seen": 1}})}, \
+        "the memo and 0.1.0's delivery token survive the upgrade: %r" % memo_reads
+    # A delivery token stops working when its run ends.
     r = api.with_token(token).get("/v1/runs/up-running/memo/progress")
-    assert r.status == 200 and r.body == {"value": {"seen": 1}}, "memo and delivery token survive: %r" % r
+    assert r.status == 403 and "ended" in r.error_message, r
 
     assert history(api, "up-cap-0") == lease + [(1, 0, 2, "succeed")]
     for rid in ("up-cap-0", "up-cap-1", "up-cap-2"):

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/sig.h"
@@ -63,6 +64,70 @@ static void test_sign_with_bad_secret_fails(void **state)
 			 ERR_INVALID);
 	assert_string_equal(e.msg, "secret: must start with whsec_");
 	assert_string_equal(out, "");
+}
+
+/* A rotation's grace period: the new secret's signature, then the previous
+ * one's, space-separated (Standard Webhooks' list form). */
+static void test_header_with_previous_lists_new_then_old(void **state)
+{
+	const char *newer = "whsec_" A84; /* the longest secret: 63 bytes */
+	char one[SIG_HEADER_MAX], want[2 * SIG_HEADER_MAX], out[SIG_HEADER_MAX];
+	struct err e = {0};
+	(void)state;
+
+	assert_int_equal(
+		sig_sign(newer, VECTOR_ID, VECTOR_TS, VECTOR_BODY, strlen(VECTOR_BODY), one, &e),
+		ERR_OK);
+	snprintf(want, sizeof want, "%s %s", one, VECTOR_SIG);
+	assert_int_equal(sig_sign_header(newer, VECTOR_SECRET, VECTOR_ID, VECTOR_TS, VECTOR_BODY,
+					 strlen(VECTOR_BODY), out, &e),
+			 ERR_OK);
+	assert_string_equal(out, want);
+}
+
+static void test_header_without_previous_is_one_signature(void **state)
+{
+	char out[SIG_HEADER_MAX];
+	struct err e = {0};
+	(void)state;
+
+	assert_int_equal(sig_sign_header(VECTOR_SECRET, NULL, VECTOR_ID, VECTOR_TS, VECTOR_BODY,
+					 strlen(VECTOR_BODY), out, &e),
+			 ERR_OK);
+	assert_string_equal(out, VECTOR_SIG);
+	/* Rotated to the same secret: one signature, not the same one twice. */
+	assert_int_equal(sig_sign_header(VECTOR_SECRET, VECTOR_SECRET, VECTOR_ID, VECTOR_TS,
+					 VECTOR_BODY, strlen(VECTOR_BODY), out, &e),
+			 ERR_OK);
+	assert_string_equal(out, VECTOR_SIG);
+}
+
+static void test_header_with_bad_previous_fails_empty(void **state)
+{
+	char out[SIG_HEADER_MAX];
+	struct err e = {0};
+	(void)state;
+
+	assert_int_equal(sig_sign_header(VECTOR_SECRET, "whsec_short", VECTOR_ID, VECTOR_TS,
+					 VECTOR_BODY, strlen(VECTOR_BODY), out, &e),
+			 ERR_INVALID);
+	assert_string_equal(out, "");
+}
+
+static void test_new_secret_is_valid_random_and_32_bytes(void **state)
+{
+	char a[SIG_SECRET_MAX + 1], b[SIG_SECRET_MAX + 1];
+	unsigned char key[64];
+	struct err e = {0};
+	(void)state;
+
+	assert_int_equal(sig_new_secret(a, &e), ERR_OK);
+	assert_int_equal(sig_new_secret(b, &e), ERR_OK);
+	assert_int_equal(sig_check_secret("secret", a, &e), ERR_OK);
+	assert_int_equal(strncmp(a, "whsec_", 6), 0);
+	assert_int_equal(strlen(a), 6 + 44);
+	assert_int_equal(sig_base64_decode(a + 6, key, sizeof key), 32);
+	assert_string_not_equal(a, b);
 }
 
 static void test_secret_check_table(void **state)
@@ -237,6 +302,10 @@ int main(void)
 		cmocka_unit_test(test_sign_reproduces_standard_webhooks_vector),
 		cmocka_unit_test(test_sign_changes_with_each_input),
 		cmocka_unit_test(test_sign_with_bad_secret_fails),
+		cmocka_unit_test(test_header_with_previous_lists_new_then_old),
+		cmocka_unit_test(test_header_without_previous_is_one_signature),
+		cmocka_unit_test(test_header_with_bad_previous_fails_empty),
+		cmocka_unit_test(test_new_secret_is_valid_random_and_32_bytes),
 		cmocka_unit_test(test_secret_check_table),
 		cmocka_unit_test(test_memo_token_is_deterministic_and_url_safe),
 		cmocka_unit_test(test_memo_token_matches_hmac_of_memo_prefix),

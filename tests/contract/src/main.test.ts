@@ -230,6 +230,51 @@ test("workflows: create, replace, read, list, delete, invalid bodies", async () 
   error(await api.DELETE("/v1/workflows/{name}", { params: { path: { name: BAD_ID } } }), 400, "invalid_argument");
 });
 
+test("workflows: the signing secret rotates, is shown once, and PUT without it keeps it", async () => {
+  // Its own workflow: the scenario's webhook verifies WF's calls with hook.secret.
+  // (The signatures of a rotation are checked in tests/integration/test_secret_rotation.py.)
+  const name = "ct-rot";
+  const first = newSecret();
+  status(await api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), secret: first } }), 201);
+  const rot = (body?: { secret?: string | null; grace_ms?: number }, n = name) =>
+    api.POST("/v1/workflows/{name}/secret", { params: { path: { name: n } }, body });
+
+  const r1 = status(await rot({ grace_ms: 60000 }), 200).data!;
+  assert.match(r1.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, "a generated secret: base64 of 32 bytes");
+  assert.ok(r1.previous_valid_until !== null && TIMESTAMP.test(r1.previous_valid_until));
+  assert.equal(r1.workflow.signed, true);
+  assert.equal(r1.workflow.previous_secret_valid_until, r1.previous_valid_until);
+  const given = newSecret();
+  const r2 = status(await rot({ secret: given, grace_ms: 0 }), 200).data!;
+  assert.equal(r2.secret, given);
+  assert.equal(r2.previous_valid_until, null, "grace_ms 0: the replaced secret stops signing at once");
+  const r3 = status(await rot(), 200).data!; // no body: generated, 24 h of grace
+  assert.notEqual(r3.secret, r1.secret);
+  assert.ok(r3.previous_valid_until !== null);
+
+  // PUT without secret (a read-back workflow) keeps it; null removes it.
+  const kept = status(await api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step") } }), 200).data!;
+  assert.equal(kept.signed, true);
+  assert.equal(kept.previous_secret_valid_until, r3.previous_valid_until);
+  const read = status(await api.GET("/v1/workflows/{name}", { params: { path: { name } } }), 200);
+  for (const s of [first, r1.secret, given, r3.secret])
+    assert.ok(!JSON.stringify(read.data).includes(s.slice("whsec_".length)), "no secret is ever returned");
+  const off = status(await api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), secret: null } }), 200).data!;
+  assert.equal(off.signed, false);
+  assert.equal(off.previous_secret_valid_until, null);
+
+  assert.match(error(await rot({ grace_ms: -1 }), 400, "invalid_argument"), /grace_ms/);
+  assert.match(error(await rot({ grace_ms: 2592000001 }), 400, "invalid_argument"), /grace_ms/);
+  assert.match(error(await rot({ secret: "nope" }), 400, "invalid_argument"), /secret/);
+  assert.match(error(await rot({ secrets: "x" } as any), 400, "invalid_argument"), /secrets/);
+  assert.match(error(await rot({}, "ct-nope"), 404, "not_found"), /ct-nope/);
+  error(await rot({}, BAD_ID), 400, "invalid_argument");
+  await badBodies("POST secret", (init) =>
+    api.POST("/v1/workflows/{name}/secret", { params: { path: { name } }, body: {}, ...init }),
+  );
+  status(await api.DELETE("/v1/workflows/{name}", { params: { path: { name } } }), 204);
+});
+
 // ---- runs --------------------------------------------------------------------
 
 test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effects, callback", async () => {

@@ -24,6 +24,7 @@ export const SAMPLES: Record<string, Sample> = {
   },
   "GET /v1/workflows/{name}": { params: { path: { name: "ct-sample" } } },
   "DELETE /v1/workflows/{name}": { params: { path: { name: "ct-sample" } } },
+  "POST /v1/workflows/{name}/secret": { params: { path: { name: "ct-sample" } }, body: { grace_ms: 0 } },
   "POST /v1/runs": { body: { workflow: "ct-sample", run_id: "ct-sample-run", input: { n: 1 } } },
   "GET /v1/runs": { params: { query: { workflow: "ct-sample", status: "pending,failed", limit: 5 } } },
   "GET /v1/runs/{run_id}": { params: { path: { run_id: "ct-sample-run" } } },
