@@ -158,7 +158,8 @@ static void test_answers_with_armed_waiters_while_they_fire(void **state)
 	};
 	ws = waiters_new();
 	assert_non_null(ws);
-	struct listener *l = listener_new(&cfg, NULL, ws, NULL); /* not started: the notifier fires */
+	struct listener *l =
+		listener_new(&cfg, NULL, ws, NULL); /* not started: the notifier fires */
 	assert_non_null(l);
 	struct app app = {.cfg = &cfg, .listener = l};
 	struct http_server *srv = NULL;
