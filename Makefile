@@ -116,17 +116,26 @@ asan:
 	@CFLAGS="-O1 -g -fno-sanitize-recover=undefined" $(MAKE) --no-print-directory \
 	    BUILD=build/asan SANITIZE=address,undefined build/asan/hookflow
 
-# The dispatcher's scenarios (concurrent calls, cancel, retries, callbacks,
-# two instances, the egress proxy's resolver threads) against a
-# ThreadSanitizer build: a data race aborts the process (halt_on_error) and
-# fails its test.
+# The concurrent paths against a ThreadSanitizer build: the dispatcher's
+# scenarios (concurrent calls, cancel, retries, callbacks, two instances, the
+# egress proxy's resolver threads), the long-polls (tests/unit/test_longpoll.c,
+# the wait_ms and group tests, the stress of tests/integration/test_races.py),
+# the connection pool under contention, and the request deadlines and /metrics
+# snapshot under load (test_http_limits, test_small_leaks). A data race aborts
+# the process (halt_on_error) and fails its test.
 tsan:
 	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=build/tsan SANITIZE=thread \
-	    build/tsan/hookflow
+	    build/tsan/hookflow build/tsan/tests/test_longpoll
+
+TSAN_TESTS := test_cancel or test_retries or test_callbacks or test_multi_instance or \
+              test_outcomes or test_egress_proxy or test_races or test_wait_ms or test_long_poll or \
+              test_http_limits or test_small_leaks
 
 tsan-test: tsan
+	@echo "== build/tsan/tests/test_longpoll"
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/tests/test_longpoll
 	@TSAN_OPTIONS="halt_on_error=1 exitcode=66" HOOKFLOW_BIN=build/tsan/hookflow \
-	    scripts/integration.sh -k "test_cancel or test_retries or test_callbacks or test_multi_instance or test_outcomes or test_egress_proxy"
+	    scripts/integration.sh -k "$(TSAN_TESTS)"
 
 # One full scenario with the binary under valgrind memcheck (any memory error
 # or definite leak fails it).

@@ -76,9 +76,63 @@ static enum err_code parse_listen(struct config *c, const char *v, struct err *e
 	return ERR_OK;
 }
 
+/* One entry of HOOKFLOW_API_TOKENS (`n` bytes at `p`, trimmed): an optional
+ * scope (1 to 16 ASCII letters before the first ':', which must be `read`
+ * or `admin`), then the token: 16 to 512 visible ASCII characters. A token
+ * that itself starts with letters and a ':' is written with its scope
+ * (admin:abc:...). Messages never quote the token. */
+static enum err_code parse_token(struct config *c, int entry, const char *p, size_t n,
+				 struct err *e)
+{
+	enum token_scope scope = TOKEN_SCOPE_ADMIN;
+	size_t k = 0;
+	while (k < n && k <= 16 && ((p[k] >= 'a' && p[k] <= 'z') || (p[k] >= 'A' && p[k] <= 'Z')))
+		k++;
+	if (k > 0 && k <= 16 && k < n && p[k] == ':') {
+		if (k == 4 && strncmp(p, "read", 4) == 0)
+			scope = TOKEN_SCOPE_READ;
+		else if (!(k == 5 && strncmp(p, "admin", 5) == 0))
+			return err_set(
+				e, ERR_INVALID,
+				"HOOKFLOW_API_TOKENS: entry %d: unknown scope \"%.*s\" (read or "
+				"admin; a token with a ':' of its own is written admin:<token>)",
+				entry, (int)k, p);
+		p += k + 1;
+		n -= k + 1;
+	}
+	if (n < CONFIG_MIN_TOKEN || n > CONFIG_MAX_TOKEN)
+		return err_set(
+			e, ERR_INVALID,
+			"HOOKFLOW_API_TOKENS: entry %d: each token needs %d to %d characters",
+			entry, CONFIG_MIN_TOKEN, CONFIG_MAX_TOKEN);
+	for (size_t i = 0; i < n; i++)
+		if (p[i] <= ' ' || p[i] > '~')
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_API_TOKENS: entry %d: a token is visible ASCII "
+				       "characters, without spaces",
+				       entry);
+	for (int i = 0; i < c->ntokens; i++)
+		if (strlen(c->tokens[i]) == n && memcmp(c->tokens[i], p, n) == 0)
+			return err_set(
+				e, ERR_INVALID,
+				"HOOKFLOW_API_TOKENS: entry %d repeats the token of entry %d",
+				entry, i + 1);
+	if (c->ntokens == CONFIG_MAX_TOKENS)
+		return err_set(e, ERR_INVALID, "HOOKFLOW_API_TOKENS: at most %d tokens",
+			       CONFIG_MAX_TOKENS);
+	char *t = strndup(p, n);
+	if (t == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	c->token_scopes[c->ntokens] = scope;
+	c->tokens[c->ntokens++] = t;
+	return ERR_OK;
+}
+
+/* HOOKFLOW_API_TOKENS: comma-separated entries; empty ones are skipped. */
 static enum err_code parse_tokens(struct config *c, const char *v, struct err *e)
 {
 	const char *p = v;
+	int entry = 0;
 	while (*p) {
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
@@ -88,17 +142,9 @@ static enum err_code parse_tokens(struct config *c, const char *v, struct err *e
 		}
 		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
 			n--;
-		if (n > 0) {
-			if (c->ntokens == CONFIG_MAX_TOKENS)
-				return err_set(e, ERR_INVALID,
-					       "HOOKFLOW_API_TOKENS: at most %d tokens",
-					       CONFIG_MAX_TOKENS);
-			if (n < 16)
-				return err_set(e, ERR_INVALID,
-					       "HOOKFLOW_API_TOKENS: each token needs at least 16 "
-					       "characters");
-			c->tokens[c->ntokens++] = strndup(p, n);
-		}
+		entry++;
+		if (n > 0 && parse_token(c, entry, p, n, e))
+			return e->code;
 		if (comma == NULL)
 			break;
 		p = comma + 1;
@@ -232,6 +278,12 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (int_var("HOOKFLOW_HTTP_THREADS", 4, 1, 256, &n, e))
 		return e->code;
 	c->http_threads = (int)n;
+	if (int_var("HOOKFLOW_MAX_CONNS_PER_IP", 256, 0, 100000, &n, e))
+		return e->code;
+	c->max_conns_per_ip = (int)n;
+	if (int_var("HOOKFLOW_REQUEST_TIMEOUT_MS", 60000, 1000, 3600000, &n, e))
+		return e->code;
+	c->request_timeout_ms = (int)n;
 	if (int_var("HOOKFLOW_DB_POOL", 8, 1, 256, &n, e))
 		return e->code;
 	c->db_pool = (int)n;

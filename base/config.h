@@ -11,12 +11,21 @@
 
 #define CONFIG_MAX_TOKENS 64
 #define CONFIG_MAX_PROXY_URL 512
+#define CONFIG_MIN_TOKEN 16
+#define CONFIG_MAX_TOKEN 512
+
+/* What an API token may do. */
+enum token_scope {
+	TOKEN_SCOPE_ADMIN = 0, /* everything (a token written without a scope) */
+	TOKEN_SCOPE_READ,      /* GET only */
+};
 
 struct config {
 	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
 	char *listen_host;               /* HOOKFLOW_LISTEN host part, default 127.0.0.1 */
 	int listen_port;                 /* HOOKFLOW_LISTEN port part, default 8080 */
-	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS, comma-separated */
+	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS: [read:|admin:]TOKEN,... */
+	enum token_scope token_scopes[CONFIG_MAX_TOKENS];
 	int ntokens;
 	char *public_url;           /* HOOKFLOW_PUBLIC_URL, default http://<listen> */
 	int workers;                /* HOOKFLOW_WORKERS, default CPUs / 2, at least 1 */
@@ -31,6 +40,8 @@ struct config {
 	bool log_json;              /* HOOKFLOW_LOG_FORMAT text|json */
 	int shutdown_grace_ms;      /* HOOKFLOW_SHUTDOWN_GRACE_MS, default 10000 */
 	int http_threads;           /* HOOKFLOW_HTTP_THREADS, default 4 */
+	int max_conns_per_ip;       /* HOOKFLOW_MAX_CONNS_PER_IP, default 256; 0: no limit */
+	int request_timeout_ms;     /* HOOKFLOW_REQUEST_TIMEOUT_MS, default 60000 */
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
 	struct netpolicy egress;    /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */

@@ -33,6 +33,7 @@
 #include "service/http.h"
 #include "service/keyring.h"
 #include "service/listener.h"
+#include "service/snapshot.h"
 #include "service/submitter.h"
 #include "service/waiters.h"
 
@@ -150,7 +151,8 @@ static int serve(struct config *cfg)
 	struct waiters *ws = waiters_new();
 	struct listener *l = d && ws ? listener_new(cfg, d, ws, keyring) : NULL;
 	struct submitter *sub = submitter_new(cfg);
-	if (pool == NULL || d == NULL || ws == NULL || l == NULL || sub == NULL)
+	struct snapshot *snap = snapshot_new(cfg);
+	if (pool == NULL || d == NULL || ws == NULL || l == NULL || sub == NULL || snap == NULL)
 		die("out of memory");
 	struct app app = {
 		.cfg = cfg,
@@ -158,13 +160,14 @@ static int serve(struct config *cfg)
 		.dispatcher = d,
 		.listener = l,
 		.submitter = sub,
+		.snapshot = snap,
 		.openapi = hookflow_openapi,
 		.openapi_len = hookflow_openapi_len,
 		.keyring = keyring,
 	};
 	struct http_server *srv = NULL;
 	if (dispatcher_start(d, &e) || listener_start(l, &e) || submitter_start(sub, &e) ||
-	    http_server_start(&app, routes, routes_count, &srv, &e)) {
+	    snapshot_start(snap, &e) || http_server_start(&app, routes, routes_count, &srv, &e)) {
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
 		return 1;
 	}
@@ -180,6 +183,7 @@ static int serve(struct config *cfg)
 	waiters_notify_all(ws); /* long-polls answer with the run as it stands */
 	submitter_stop(sub);    /* queued submissions are committed and answered */
 	http_server_stop(srv);
+	snapshot_free(snap);
 	listener_stop(l);
 	listener_free(l);
 	waiters_free(ws);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <openssl/rand.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +58,15 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 	c->nprepared = 0;
 	c->pg = PQconnectdb(c->url);
 	if (PQstatus(c->pg) != CONNECTION_OK) {
-		char msg[200];
+		/* PostgreSQL's own text names the host, port, user and database:
+		 * it goes to the log, never into an error that may reach a client. */
+		char msg[300];
 		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->pg));
 		msg[strcspn(msg, "\n")] = '\0';
+		log_warn("db", "cannot connect", "error=\"%s\"", msg);
 		PQfinish(c->pg);
 		c->pg = NULL;
-		return err_set(e, ERR_UNAVAILABLE, "database unavailable: %s", msg);
+		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
 	}
 	PQsetNoticeProcessor(c->pg, on_notice, NULL);
 	/* Settlement rules compare times in the database; keep sessions in UTC. */
@@ -401,6 +405,28 @@ void db_pool_free(struct db_pool *p)
 	free(p);
 }
 
+/* A pooled connection the server closed while it sat idle (a restart, a
+ * terminated backend) has its end of stream waiting to be read: notice it
+ * before handing the connection out, so that its next statement reconnects
+ * instead of failing. One poll(2) without waiting. */
+static void drop_if_closed(struct db_conn *c)
+{
+	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK ||
+	    PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+		return;
+	struct pollfd pf = {.fd = PQsocket(c->pg), .events = POLLIN};
+	bool lost = false;
+	/* The server's last message and its end of stream may take two reads. */
+	for (int i = 0; i < 4 && !lost && pf.fd >= 0 && poll(&pf, 1, 0) > 0; i++)
+		lost = PQconsumeInput(c->pg) == 0 || PQstatus(c->pg) != CONNECTION_OK;
+	if (lost) {
+		log_info("db", "pooled connection closed by the server, reconnecting", NULL);
+		PQfinish(c->pg);
+		c->pg = NULL;
+		c->nprepared = 0;
+	}
+}
+
 enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **out, struct err *e)
 {
 	*out = NULL;
@@ -413,6 +439,7 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		dl.tv_nsec -= 1000000000L;
 	}
 	int slot = -1;
+	struct db_conn *c = NULL;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		for (int i = 0; i < p->size; i++) {
@@ -426,24 +453,32 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT)
 			break;
 	}
-	if (slot >= 0)
+	if (slot >= 0) {
 		p->busy[slot] = true;
+		c = p->conns[slot];
+	}
 	pthread_mutex_unlock(&p->mu);
 	if (slot < 0)
 		return err_set(e, ERR_UNAVAILABLE, "no database connection free, try again");
 
-	if (p->conns[slot] == NULL) {
-		struct db_conn *c = NULL;
-		if (db_conn_open(p->url, &c, e)) {
-			pthread_mutex_lock(&p->mu);
+	if (c == NULL) {
+		/* Opened outside the lock (it takes a network round trip), stored
+		 * under it: db_pool_release reads every slot under the lock. */
+		enum err_code rc = db_conn_open(p->url, &c, e);
+		pthread_mutex_lock(&p->mu);
+		if (rc == ERR_OK) {
+			p->conns[slot] = c;
+		} else {
 			p->busy[slot] = false;
 			pthread_cond_signal(&p->cv);
-			pthread_mutex_unlock(&p->mu);
-			return e->code;
 		}
-		p->conns[slot] = c;
+		pthread_mutex_unlock(&p->mu);
+		if (rc)
+			return rc;
+	} else {
+		drop_if_closed(c);
 	}
-	*out = p->conns[slot];
+	*out = c;
 	return ERR_OK;
 }
 
@@ -451,15 +486,17 @@ void db_pool_release(struct db_pool *p, struct db_conn *c)
 {
 	if (c == NULL)
 		return;
+	/* A connection left inside a transaction by an error path is rolled
+	 * back before anyone else gets it: here, while the caller still owns it,
+	 * not under the pool's lock (a round trip would hold up every other
+	 * acquire and release). */
+	if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+		PGresult *r = PQexec(c->pg, "ROLLBACK");
+		PQclear(r);
+	}
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->size; i++) {
 		if (p->conns[i] == c) {
-			/* A connection left inside a transaction by an error path is
-			 * rolled back before anyone else gets it. */
-			if (c->pg != NULL && PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
-				PGresult *r = PQexec(c->pg, "ROLLBACK");
-				PQclear(r);
-			}
 			p->busy[i] = false;
 			break;
 		}

@@ -13,6 +13,11 @@ void handle_openapi(struct http_req *r);
 
 /* handlers/dashboard.c */
 void handle_dashboard(struct http_req *r);
+/* The Content-Security-Policy of the page `page` (`len` bytes, borrowed):
+ * its first inline <script> and <style> blocks allowed by SHA-256, requests
+ * to its own origin, nothing else, no framing. Written to `out` (`cap`
+ * bytes, 512 suffice). Pure. */
+void dashboard_csp(const char *page, size_t len, char *out, size_t cap);
 
 /* handlers/workflows.c */
 void handle_workflow_put(struct http_req *r);
@@ -49,6 +54,9 @@ void handle_signal_clear(struct http_req *r);
 void handle_memo_get(struct http_req *r);
 void handle_memo_put(struct http_req *r);
 void handle_memo_delete(struct http_req *r);
+
+/* handlers/whoami.c */
+void handle_whoami(struct http_req *r);
 
 /* handlers/kv.c */
 void handle_kv_get(struct http_req *r);

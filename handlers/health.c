@@ -2,50 +2,56 @@
 #include <stdlib.h>
 
 #include "base/strbuf.h"
-#include "db/migrate.h"
-#include "db/stats.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "service/listener.h"
 #include "service/metrics.h"
+#include "service/snapshot.h"
 
 void handle_healthz(struct http_req *r)
 {
 	http_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* /readyz and /metrics read the snapshot (service/snapshot.h): no database
+ * query and no pooled connection per request, however many arrive. */
 void handle_readyz(struct http_req *r)
 {
 	struct err e = {0};
-	struct db_conn *c = NULL;
-	if (hc_db(r, &c, &e) || db_conn_ping(c, &e) || db_schema_check(c, NULL, &e))
-		goto out;
-	if (!listener_connected(http_req_app(r)->listener)) {
+	struct snapshot_view v;
+	snapshot_read(http_req_app(r)->snapshot, &v, NULL);
+	if (!v.ready)
+		err_set(&e, ERR_UNAVAILABLE, "%s", v.why);
+	else if (!listener_connected(http_req_app(r)->listener))
 		err_set(&e, ERR_UNAVAILABLE, "notification channel not connected");
-		goto out;
+	if (e.code) {
+		http_reply_error(r, &e);
+		return;
 	}
 	http_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
-out:
-	hc_db_release(r, c);
-	if (e.code) {
-		e.code = ERR_UNAVAILABLE;
-		http_reply_error(r, &e);
-	}
 }
 
 void handle_metrics(struct http_req *r)
 {
 	struct strbuf b = {0};
-	struct err e = {0};
-	struct db_conn *c = NULL;
+	struct snapshot_view v;
 	metrics_render(&b);
-	if (hc_db(r, &c, &e) == ERR_OK)
-		db_stats_render(c, &b, &e);
-	hc_db_release(r, c);
+	snapshot_read(http_req_app(r)->snapshot, &v, &b);
 	strbuf_printf(&b,
-		      "# HELP hookflow_up Whether the database answered this scrape.\n"
-		      "# TYPE hookflow_up gauge\nhookflow_up %d\n",
-		      e.code == ERR_OK ? 1 : 0);
+		      "# HELP hookflow_up Whether the database answered its latest check (at most "
+		      "a few seconds old).\n"
+		      "# TYPE hookflow_up gauge\nhookflow_up %d\n"
+		      "# HELP hookflow_db_snapshot_age_seconds Age of the database gauges above.\n"
+		      "# TYPE hookflow_db_snapshot_age_seconds gauge\n"
+		      "hookflow_db_snapshot_age_seconds %.3f\n",
+		      v.db_up ? 1 : 0, v.age_ms < 0 ? 0.0 : (double)v.age_ms / 1000.0);
+	if (b.oom) {
+		strbuf_cleanup(&b);
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "metrics: out of memory");
+		http_reply_error(r, &e);
+		return;
+	}
 	http_reply_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
 			 b.len);
 	strbuf_cleanup(&b);

@@ -1,12 +1,21 @@
 /* http: the MHD daemon, routing, auth, capped bodies, JSON replies and long-poll suspension.
  *
  * Each request gets a struct http_req (MHD's per-request context). The first
- * call of the access handler routes, authenticates and checks the body's
- * size and type before any byte of it is read; later calls collect the body up
- * to HOOKFLOW_MAX_BODY_BYTES; the last call runs the handler. A long-poll
- * suspends the MHD connection; the waiter's fire callback resumes it and the
- * handler runs again. The long-poll state is reference-counted because the
- * listener thread may fire a waiter while the request is finishing. */
+ * call of the access handler checks the request's host and origin (no API
+ * tokens), routes, authenticates and checks the body's size and type before
+ * any byte of it is read; later calls collect the body up to
+ * HOOKFLOW_MAX_BODY_BYTES (past it, nothing more is kept, and the connection
+ * is closed within HTTP_LINGER_MS); the last call runs the handler. A
+ * long-poll suspends the MHD connection; the waiter's fire callback resumes
+ * it and the handler runs again. The long-poll state is reference-counted
+ * because the listener thread may fire a waiter while the request is
+ * finishing.
+ *
+ * Exhaustion: libmicrohttpd limits the connections of one client address
+ * (HOOKFLOW_MAX_CONNS_PER_IP); a connection must send each request, and read
+ * each answer, within HOOKFLOW_REQUEST_TIMEOUT_MS of being ready for it (a
+ * sweeper thread shuts down the late ones: libmicrohttpd's own timeout is
+ * reset by every byte). */
 #include "service/http.h"
 
 #include <arpa/inet.h>
@@ -18,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/ids.h"
 #include "base/log.h"
@@ -30,11 +41,44 @@
 #define MAX_REQUEST_ID 128
 #define HTTP_POOL_BYTES (32 * 1024)
 
+/* A connection's deadline: while linked in the server's list, the client
+ * must finish sending its request (or reading its answer) by `deadline`,
+ * whatever trickle of bytes it sends meanwhile (libmicrohttpd's own timeout
+ * is an idle one: every byte resets it). */
+struct track_list {
+	struct conn_track *head, *tail; /* in deadline order */
+};
+
+struct conn_track {
+	struct conn_track *prev, *next;
+	struct track_list *in; /* the list it is linked in, or NULL */
+	bool expired;          /* shut down by the sweeper: never linked again */
+	int fd;
+	int64_t deadline; /* monotonic ms */
+};
+
+/* After an answer sent while a body was still coming (it passed its cap),
+ * the rest of that body is discarded, unbuffered, for at most this long, so
+ * that a client which finishes sending promptly reads the answer; then the
+ * connection is closed. */
+#define HTTP_LINGER_MS 2000
+
 struct http_server {
 	struct MHD_Daemon *daemon;
 	const struct app *app;
 	const struct http_route *routes;
 	int nroutes;
+	atomic_int port; /* the bound port (set once listening) */
+	/* The deadline lists, each in deadline order (every deadline in `wait`
+	 * is now + request_timeout_ms, every one in `linger` now +
+	 * HTTP_LINGER_MS), and the thread that enforces them. */
+	pthread_mutex_t tmu;
+	pthread_cond_t tcv;
+	struct track_list wait, linger;
+	pthread_t sweeper;
+	bool sweeping;
+	bool stop;
+	int64_t timeout_ms;
 };
 
 struct longpoll {
@@ -43,7 +87,7 @@ struct longpoll {
 	bool suspended;
 	bool fired;
 	struct MHD_Connection *conn;
-	struct waiter *waiter;
+	uint64_t waiter; /* the armed waiter's id; 0 once fired (or none) */
 	struct listener *listener;
 };
 
@@ -59,9 +103,14 @@ struct http_req {
 	char *body;
 	size_t body_len;
 	size_t body_cap;
-	bool too_large;
 	bool has_body;
 	bool replied;
+	enum token_scope scope;                /* what the request's credential may do */
+	bool close_after;                      /* the answer closes the connection */
+	bool overflow;                         /* the body passed its cap: dropped as it comes */
+	char *xh_name[HTTP_MAX_EXTRA_HEADERS]; /* headers of the answer (http_reply_header) */
+	char *xh_value[HTTP_MAX_EXTRA_HEADERS];
+	int nxh;
 	bool early_reply;    /* replied before reading the body */
 	struct err deferred; /* an error answered once the body has been read */
 	size_t discarded;    /* body bytes read and dropped for a deferred error */
@@ -184,6 +233,149 @@ no:
 	return false;
 }
 
+/* ---- request deadlines -------------------------------------------------- */
+
+static void track_unlink_locked(struct conn_track *t)
+{
+	struct track_list *l = t->in;
+	if (l == NULL)
+		return;
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		l->head = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	else
+		l->tail = t->prev;
+	t->prev = t->next = NULL;
+	t->in = NULL;
+}
+
+/* (Re)starts the connection's deadline: `ms` from now, in list `l` (whose
+ * deadlines are all now + the same `ms`, so appending keeps it in order). */
+static void track_arm_in(struct http_server *s, struct conn_track *t, struct track_list *l,
+			 int64_t ms)
+{
+	if (t == NULL || s->timeout_ms <= 0)
+		return;
+	pthread_mutex_lock(&s->tmu);
+	if (!t->expired) {
+		track_unlink_locked(t);
+		t->deadline = timefmt_mono_ms() + ms;
+		t->prev = l->tail;
+		if (l->tail)
+			l->tail->next = t;
+		else
+			l->head = t;
+		l->tail = t;
+		t->in = l;
+		if (l->head == t)
+			pthread_cond_signal(&s->tcv);
+	}
+	pthread_mutex_unlock(&s->tmu);
+}
+
+/* (Re)starts the connection's deadline: it ends request_timeout_ms from now. */
+static void track_arm(struct http_server *s, struct conn_track *t)
+{
+	track_arm_in(s, t, &s->wait, s->timeout_ms);
+}
+
+/* Stops the connection's deadline (its handler runs, or it is suspended). */
+static void track_disarm(struct http_server *s, struct conn_track *t)
+{
+	if (t == NULL || s->timeout_ms <= 0)
+		return;
+	pthread_mutex_lock(&s->tmu);
+	track_unlink_locked(t);
+	pthread_mutex_unlock(&s->tmu);
+}
+
+static struct conn_track *conn_track_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Shuts down every connection past its deadline: libmicrohttpd then sees
+ * the end of the stream and closes it. The socket is still open: a closing
+ * connection leaves its list (on_connection, under the same lock) before
+ * libmicrohttpd closes its socket. */
+static void expire_locked(struct track_list *l, int64_t now)
+{
+	while (l->head != NULL && l->head->deadline <= now) {
+		struct conn_track *t = l->head;
+		track_unlink_locked(t);
+		t->expired = true;
+		shutdown(t->fd, SHUT_RDWR);
+		log_debug("http", "connection deadline passed, connection closed", NULL);
+	}
+}
+
+static void *sweeper_main(void *arg)
+{
+	struct http_server *s = arg;
+	pthread_mutex_lock(&s->tmu);
+	while (!s->stop) {
+		int64_t now = timefmt_mono_ms();
+		expire_locked(&s->wait, now);
+		expire_locked(&s->linger, now);
+		int64_t next = -1;
+		if (s->wait.head != NULL)
+			next = s->wait.head->deadline;
+		if (s->linger.head != NULL && (next < 0 || s->linger.head->deadline < next))
+			next = s->linger.head->deadline;
+		if (next < 0) {
+			pthread_cond_wait(&s->tcv, &s->tmu);
+			continue;
+		}
+		int64_t wait = next - now;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += wait / 1000;
+		ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
+	}
+	pthread_mutex_unlock(&s->tmu);
+	return NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: a connection's deadline starts when it is
+ * accepted; it leaves the list when it closes. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct conn_track *t = ci ? calloc(1, sizeof *t) : NULL;
+		*socket_context = t;
+		if (t == NULL) {
+			if (ci != NULL) /* out of memory: no deadline could be kept */
+				shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		t->fd = ci->connect_fd;
+		track_arm(s, t);
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		struct conn_track *t = *socket_context;
+		*socket_context = NULL;
+		if (t == NULL)
+			return;
+		pthread_mutex_lock(&s->tmu);
+		track_unlink_locked(t);
+		pthread_mutex_unlock(&s->tmu);
+		free(t);
+	}
+}
+
 /* ---- replies ------------------------------------------------------------ */
 
 static void queue(struct http_req *r, int status, const char *ctype, char *body, size_t len)
@@ -204,10 +396,17 @@ static void queue(struct http_req *r, int status, const char *ctype, char *body,
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, "X-Request-Id", r->request_id);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	for (int i = 0; i < r->nxh; i++)
+		MHD_add_response_header(resp, r->xh_name[i], r->xh_value[i]);
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (r->close_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	MHD_queue_response(r->conn, (unsigned)status, resp);
 	MHD_destroy_response(resp);
+	/* The answer must be read within the request timeout too. */
+	track_arm((struct http_server *)r->server, conn_track_of(r->conn));
 }
 
 void http_reply_json(struct http_req *r, int status, json_t *body)
@@ -255,6 +454,20 @@ void http_reply_empty(struct http_req *r, int status)
 	queue(r, status, NULL, NULL, 0);
 }
 
+void http_reply_header(struct http_req *r, const char *name, const char *value)
+{
+	if (r->nxh == HTTP_MAX_EXTRA_HEADERS)
+		return;
+	char *n = strdup(name), *v = strdup(value);
+	if (n == NULL || v == NULL) {
+		free(n);
+		free(v);
+		return;
+	}
+	r->xh_name[r->nxh] = n;
+	r->xh_value[r->nxh++] = v;
+}
+
 /* ---- accessors ----------------------------------------------------------- */
 
 const struct app *http_req_app(const struct http_req *r)
@@ -275,6 +488,10 @@ bool http_req_delivery_token(const struct http_req *r, struct token_claims *clai
 const char *http_req_id(const struct http_req *r)
 {
 	return r->request_id;
+}
+enum token_scope http_req_scope(const struct http_req *r)
+{
+	return r->scope;
 }
 bool http_req_has_body(const struct http_req *r)
 {
@@ -346,7 +563,7 @@ static void lp_fire(void *arg)
 	struct longpoll *lp = arg;
 	pthread_mutex_lock(&lp->mu);
 	lp->fired = true;
-	lp->waiter = NULL;
+	lp->waiter = 0;
 	if (lp->suspended) {
 		lp->suspended = false;
 		MHD_resume_connection(lp->conn);
@@ -394,7 +611,7 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	pthread_mutex_lock(&lp->mu);
 	lp->waiter = listener_wait(r->app->listener, key, r->wait_deadline, lp_fire, lp);
-	if (lp->waiter == NULL) {
+	if (lp->waiter == 0) {
 		lp->fired = true;
 		pthread_mutex_unlock(&lp->mu);
 		lp_unref(lp); /* no waiter will */
@@ -442,7 +659,10 @@ void *http_req_ctx(const struct http_req *r)
 }
 
 /* Drops the request's hold on its long-poll, withdrawing a waiter that has
- * not fired. */
+ * not fired. The listener thread may be firing that waiter right now (and
+ * will free it): it is withdrawn by id, so nothing of it is touched unless
+ * the waiter table still holds it, and then it is ours to free; when the
+ * fire won, lp_fire drops the waiter's reference instead. */
 static void lp_release(struct http_req *r)
 {
 	struct longpoll *lp = r->lp;
@@ -450,9 +670,9 @@ static void lp_release(struct http_req *r)
 		return;
 	r->lp = NULL;
 	pthread_mutex_lock(&lp->mu);
-	struct waiter *w = lp->fired ? NULL : lp->waiter;
+	uint64_t id = lp->fired ? 0 : lp->waiter;
 	pthread_mutex_unlock(&lp->mu);
-	if (w != NULL && listener_unwait(lp->listener, w))
+	if (id != 0 && listener_unwait(lp->listener, id))
 		lp_unref(lp); /* the waiter's reference: it will never fire */
 	lp_unref(lp);
 }
@@ -463,7 +683,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)c;
 	struct http_req *r = *con_cls;
 	if (r == NULL)
 		return;
@@ -471,6 +690,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	log_debug("http", "request", "request_id=%s method=%s status=%d duration_ms=%lld term=%d",
 		  r->request_id, r->method, r->status,
 		  (long long)(timefmt_mono_ms() - r->started_ms), (int)toe);
+	/* The next request on this connection has the whole timeout again. */
+	track_arm((struct http_server *)r->server, conn_track_of(c));
 	lp_release(r);
 	if (r->ctx_free != NULL)
 		r->ctx_free(r->ctx);
@@ -478,18 +699,117 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		free(r->params[i]);
 	for (int i = 0; i < r->nallocs; i++)
 		free(r->allocs[i]);
+	for (int i = 0; i < r->nxh; i++) {
+		free(r->xh_name[i]);
+		free(r->xh_value[i]);
+	}
 	free(r->allocs);
 	free(r->body);
 	free(r);
 }
 
-/* API routes need an API token when tokens are configured (401 otherwise).
- * Memo routes also accept the delivery token of the run in their path; any
- * other credential presented there is refused with 403, and without tokens
- * configured a request without credentials is let through like any API call. */
+/* ---- a token-less instance answers only its own machine's pages ------- */
+
+/* True when `h` (`n` bytes: a host name or an IP literal without brackets)
+ * names this machine's loopback: localhost, 127.0.0.0/8, ::1 (or
+ * ::ffff:127.x.y.z). */
+static bool loopback_name(const char *h, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN + 1];
+	if (n == 0 || n >= sizeof buf)
+		return false;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	if (strcasecmp(buf, "localhost") == 0)
+		return true;
+	struct in_addr a4;
+	if (inet_pton(AF_INET, buf, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET6, buf, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+/* True when the Host header value `host` is a loopback name with this
+ * server's port (":port" may only be left out when the port is 80). */
+static bool loopback_host(const char *host, int port)
+{
+	const char *name = host, *end;
+	size_t n;
+	if (host[0] == '[') {
+		end = strchr(host, ']');
+		if (end == NULL)
+			return false;
+		name = host + 1;
+		n = (size_t)(end - name);
+		end++;
+	} else {
+		end = strchr(host, ':');
+		if (end == NULL)
+			end = host + strlen(host);
+		n = (size_t)(end - host);
+	}
+	long got = 80;
+	if (*end == ':') {
+		char *stop = NULL;
+		if (end[1] < '0' || end[1] > '9')
+			return false;
+		got = strtol(end + 1, &stop, 10);
+		if (*stop != '\0')
+			return false;
+	} else if (*end != '\0') {
+		return false;
+	}
+	return got == port && loopback_name(name, n);
+}
+
+/* Without API tokens configured, being on this machine is the only
+ * credential, so a web page the developer visits must not be able to use the
+ * API: a request must be addressed to a loopback name with the listen port
+ * (a DNS-rebinding page would name its own host), and a request that carries
+ * an Origin header (every browser request but a same-origin GET) must come
+ * from the service's own origin, http://<that host>. With tokens configured
+ * neither is checked: a browser never sends the bearer token by itself, and
+ * a reverse proxy may present any host name. */
+static enum err_code local_origin_check(const struct http_req *r, struct err *e)
+{
+	if (r->app->cfg->ntokens > 0)
+		return ERR_OK;
+	int port = atomic_load(&r->server->port);
+	const char *host =
+		MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	char q[80];
+	if (host == NULL || !loopback_host(host, port)) {
+		ids_quote(host ? host : "", host ? strlen(host) : 0, q, sizeof q);
+		return err_set(
+			e, ERR_FORBIDDEN,
+			"host: %s is not this service; without HOOKFLOW_API_TOKENS it answers "
+			"only requests addressed to 127.0.0.1:%d, localhost:%d or [::1]:%d",
+			host ? q : "(none)", port, port, port);
+	}
+	const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+	if (origin == NULL)
+		return ERR_OK;
+	if (strncasecmp(origin, "http://", 7) == 0 && strcasecmp(origin + 7, host) == 0)
+		return ERR_OK;
+	ids_quote(origin, strlen(origin), q, sizeof q);
+	return err_set(e, ERR_FORBIDDEN,
+		       "origin: requests from %s are refused; without HOOKFLOW_API_TOKENS this "
+		       "service answers only its own pages (http://%s)",
+		       q, host);
+}
+
+/* API routes need an API token when tokens are configured (401 otherwise);
+ * a token of scope read may only GET (403 otherwise). Memo routes also accept
+ * the delivery token of the run in their path; any other credential presented
+ * there is refused with 403, and without tokens configured a request without
+ * credentials is let through like any API call (with every right). */
 static enum err_code authorize(struct http_req *r, struct err *e)
 {
 	const struct config *cfg = r->app->cfg;
+	r->scope = TOKEN_SCOPE_ADMIN;
 	if (r->route->auth == HTTP_AUTH_PUBLIC)
 		return ERR_OK;
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -497,11 +817,21 @@ static enum err_code authorize(struct http_req *r, struct err *e)
 	const char *tok = NULL;
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
 		tok = h + 7;
-	int api = 0;
-	for (int i = 0; tok != NULL && i < cfg->ntokens; i++)
-		api |= sig_equal(tok, cfg->tokens[i]);
-	if (api)
+	int match = -1;
+	for (int i = 0; tok != NULL && i < cfg->ntokens; i++) {
+		int eq = sig_equal(tok, cfg->tokens[i]);
+		match = eq ? i : match;
+	}
+	if (match >= 0) {
+		r->scope = cfg->token_scopes[match];
+		if (r->scope == TOKEN_SCOPE_READ && strcmp(r->method, "GET") != 0)
+			return err_set(
+				e, ERR_FORBIDDEN,
+				"authorization: this token may only read (scope read); %s is "
+				"refused",
+				r->method);
 		return ERR_OK;
+	}
 	if (r->route->auth == HTTP_AUTH_MEMO && tok != NULL) {
 		struct err te = {0};
 		if (keyring_verify(r->app->keyring, r->params[0], tok, &r->token, &te) == ERR_OK) {
@@ -530,8 +860,6 @@ static bool json_content_type(const char *ct)
 	char next = ct[sizeof want - 1];
 	return next == '\0' || next == ';' || next == ' ';
 }
-
-#define DISCARD_MAX (64LL * 1024 * 1024) /* body bytes read and dropped before an error */
 
 struct header_scan {
 	const char *length; /* the first Content-Length */
@@ -579,21 +907,36 @@ static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char
 }
 
 /* First call of a request: route, authenticate, check the announced body.
- * On a failure the answer waits until a body of reasonable size has been read
- * (see `deferred`); requests without a body are answered at once. */
+ * On a failure the answer waits until a body no larger than
+ * HOOKFLOW_MAX_BODY_BYTES has been read and dropped (see `deferred`), so
+ * that the client reads the answer rather than a reset connection; requests
+ * without a body, bodies announced larger than that, and any body sent to a
+ * route that takes none (GET, the public routes) are answered at once,
+ * without reading a byte of the body. */
 static void begin(struct http_req *r, const char *url)
 {
 	struct err e = {0};
-	long long len = 0;
+	bool read_body_first = true;
 	const char *q = strchr(url, '?');
 	size_t plen = q ? (size_t)(q - url) : strlen(url);
 	char path[MAX_PATH_BYTES];
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	long long len = cl ? strtoll(cl, NULL, 10) : 0;
+	r->has_body = len > 0 || te != NULL;
+	if (len > r->app->cfg->max_body_bytes)
+		read_body_first = false; /* too large to be worth reading */
+
 	if (plen >= sizeof path) {
 		err_set(&e, ERR_NOT_FOUND, "path too long");
 		goto fail;
 	}
 	memcpy(path, url, plen);
 	path[plen] = '\0';
+	if (local_origin_check(r, &e))
+		goto fail;
 
 	bool path_known = false;
 	const struct http_route *routes = r->server->routes;
@@ -618,6 +961,11 @@ static void begin(struct http_req *r, const char *url)
 			err_set(&e, ERR_NOT_FOUND, "no such endpoint: %s %s", r->method, path);
 		goto fail;
 	}
+	if (r->has_body && (strcmp(r->method, "GET") == 0 || r->route->auth == HTTP_AUTH_PUBLIC)) {
+		read_body_first = false;
+		err_set(&e, ERR_INVALID, "body: %s %s takes no request body", r->method, path);
+		goto fail;
+	}
 	if (authorize(r, &e))
 		goto fail;
 	struct header_scan hs = {0};
@@ -632,12 +980,6 @@ static void begin(struct http_req *r, const char *url)
 		err_set(&e, ERR_INVALID, "%s: malformed percent-encoding or invalid UTF-8", qs.bad);
 		goto fail;
 	}
-	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	len = cl ? strtoll(cl, NULL, 10) : 0;
-	r->has_body = len > 0 || te != NULL;
 	if (r->has_body) {
 		if (len > r->app->cfg->max_body_bytes) {
 			err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
@@ -653,15 +995,36 @@ static void begin(struct http_req *r, const char *url)
 	}
 	return;
 fail:
-	/* A client whose body is still coming would see its connection reset
-	 * before reading an answer sent now: a body of reasonable size is read
-	 * and dropped first (see on_request), a huge one is answered at once. */
-	if (r->has_body && len <= DISCARD_MAX) {
+	if (r->has_body && read_body_first) {
 		r->deferred = e;
 		return;
 	}
+	/* Answered now: libmicrohttpd reads none of the body and closes the
+	 * connection once the answer is sent. */
 	r->early_reply = true;
 	http_reply_error(r, &e);
+}
+
+/* A body passed HOOKFLOW_MAX_BODY_BYTES: nothing more of it is buffered
+ * or handed to a handler. What still comes is dropped as it arrives, for at
+ * most HTTP_LINGER_MS: a client that finishes sending by then reads the 413
+ * (or the error that was waiting for the body), on a connection then closed;
+ * otherwise the connection is closed without more reading. */
+static void body_over_cap(struct http_req *r)
+{
+	if (r->deferred.code == ERR_OK)
+		err_set(&r->deferred, ERR_TOO_LARGE, "body: larger than %lld bytes",
+			(long long)r->app->cfg->max_body_bytes);
+	r->overflow = true;
+	r->close_after = true;
+	free(r->body);
+	r->body = NULL;
+	r->body_len = r->body_cap = 0;
+	log_info("http", "request body over the limit, no longer read",
+		 "request_id=%s method=%s max_body_bytes=%lld linger_ms=%d", r->request_id,
+		 r->method, (long long)r->app->cfg->max_body_bytes, HTTP_LINGER_MS);
+	struct http_server *s = (struct http_server *)r->server;
+	track_arm_in(s, conn_track_of(r->conn), &s->linger, HTTP_LINGER_MS);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -690,7 +1053,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		begin(r, url);
 		return MHD_YES;
 	}
-	if (r->early_reply) {
+	if (r->early_reply || (r->replied && *upload_data_size > 0)) {
 		*upload_data_size = 0; /* discard: the answer is already queued */
 		return MHD_YES;
 	}
@@ -698,8 +1061,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (*upload_data_size > 0) {
 			r->discarded += *upload_data_size;
 			*upload_data_size = 0;
-			if ((long long)r->discarded > DISCARD_MAX)
-				return MHD_NO; /* not worth reading further: close */
+			if (!r->overflow && (int64_t)r->discarded > r->app->cfg->max_body_bytes)
+				body_over_cap(r);
 			return MHD_YES;
 		}
 		if (!r->replied)
@@ -709,11 +1072,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
-		if (r->too_large || (int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes) {
-			r->too_large = true;
-			free(r->body);
-			r->body = NULL;
-			r->body_len = r->body_cap = 0;
+		if ((int64_t)(r->body_len + n) > r->app->cfg->max_body_bytes) {
+			body_over_cap(r); /* from now on, the deferred answer */
 			return MHD_YES;
 		}
 		if (r->body_len + n + 1 > r->body_cap) {
@@ -733,13 +1093,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->replied)
 		return MHD_YES;
-	if (r->too_large) {
-		struct err e = {0};
-		err_set(&e, ERR_TOO_LARGE, "body: larger than %lld bytes",
-			(long long)r->app->cfg->max_body_bytes);
-		http_reply_error(r, &e);
-		return MHD_YES;
-	}
+	/* The request is read: its handler runs (or suspends) with no deadline. */
+	track_disarm(s, conn_track_of(conn));
 	r->route->fn(r);
 	if (!r->replied && (r->lp == NULL || http_longpoll_state(r) == HTTP_LP_NONE)) {
 		/* A handler that neither replied nor suspended is a bug. */
@@ -749,6 +1104,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	return MHD_YES;
 }
+
+static void server_free(struct http_server *s);
 
 enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
 				struct http_server **out, struct err *e)
@@ -761,6 +1118,21 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 	s->app = app;
 	s->routes = routes;
 	s->nroutes = nroutes;
+	atomic_store(&s->port, cfg->listen_port);
+	s->timeout_ms = cfg->request_timeout_ms;
+	pthread_mutex_init(&s->tmu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->tcv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (s->timeout_ms > 0) {
+		if (pthread_create(&s->sweeper, NULL, sweeper_main, s) != 0) {
+			server_free(s);
+			return err_set(e, ERR_INTERNAL, "http: cannot start the deadline thread");
+		}
+		s->sweeping = true;
+	}
 
 	struct sockaddr_storage ss;
 	memset(&ss, 0, sizeof ss);
@@ -778,14 +1150,17 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 		v6->sin6_port = htons((uint16_t)cfg->listen_port);
 		flags |= MHD_USE_IPv6;
 	} else {
-		free(s);
+		server_free(s);
 		return err_set(e, ERR_INVALID, "HOOKFLOW_LISTEN: bad address %s", host);
 	}
 	s->daemon = MHD_start_daemon(
 		flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 		(struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+		/* An idle timeout (every byte resets it); the request timeout is
+		 * kept by the sweeper thread, whatever trickle of bytes arrives. */
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)20000,
+		(unsigned)20000, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)cfg->max_conns_per_ip, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		/* The per-connection pool holds the request line and headers (bodies
 		 * are copied out as they arrive); libmicrohttpd zeroes it for every
 		 * request, so its size is paid per request: 32 KiB (its default)
@@ -794,22 +1169,45 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_UNESCAPE_CALLBACK,
 		no_unescape, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 	if (s->daemon == NULL) {
-		free(s);
+		server_free(s);
 		return err_set(e, ERR_UNAVAILABLE, "cannot listen on %s:%d", cfg->listen_host,
 			       cfg->listen_port);
 	}
 	const union MHD_DaemonInfo *info =
 		MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	log_info("http", "listening", "address=%s port=%u", cfg->listen_host,
-		 info ? (unsigned)info->port : (unsigned)cfg->listen_port);
+	if (info != NULL)
+		atomic_store(&s->port, (int)info->port);
+	log_info("http", "listening",
+		 "address=%s port=%d max_conns_per_ip=%d request_timeout_ms=%d", cfg->listen_host,
+		 atomic_load(&s->port), cfg->max_conns_per_ip, cfg->request_timeout_ms);
 	*out = s;
 	return ERR_OK;
+}
+
+int http_server_port(const struct http_server *s)
+{
+	return atomic_load(&s->port);
+}
+
+/* Stops the deadline thread and frees the server (the daemon is stopped). */
+static void server_free(struct http_server *s)
+{
+	if (s->sweeping) {
+		pthread_mutex_lock(&s->tmu);
+		s->stop = true;
+		pthread_cond_signal(&s->tcv);
+		pthread_mutex_unlock(&s->tmu);
+		pthread_join(s->sweeper, NULL);
+	}
+	pthread_cond_destroy(&s->tcv);
+	pthread_mutex_destroy(&s->tmu);
+	free(s);
 }
 
 void http_server_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
-	MHD_stop_daemon(s->daemon);
-	free(s);
+	MHD_stop_daemon(s->daemon); /* every connection leaves the deadline list */
+	server_free(s);
 }

@@ -20,6 +20,7 @@
 struct db_pool;
 struct dispatcher;
 struct listener;
+struct snapshot;
 struct submitter;
 
 /* What handlers reach through a request: borrowed, lives as long as the
@@ -30,7 +31,8 @@ struct app {
 	struct dispatcher *dispatcher;
 	struct listener *listener;
 	struct submitter *submitter;
-	const char *openapi; /* the OpenAPI document */
+	struct snapshot *snapshot; /* what /readyz and /metrics report of the database */
+	const char *openapi;       /* the OpenAPI document */
 	size_t openapi_len;
 	struct keyring *keyring; /* verifies delivery tokens */
 };
@@ -77,6 +79,10 @@ struct http_route {
 enum err_code http_server_start(const struct app *app, const struct http_route *routes, int nroutes,
 				struct http_server **out, struct err *e);
 
+/* The TCP port the server listens on (the one bound when HOOKFLOW_LISTEN
+ * gave port 0). */
+int http_server_port(const struct http_server *s);
+
 /* Stops accepting, closes connections and frees the server. NULL is a no-op. */
 void http_server_stop(struct http_server *s);
 
@@ -91,6 +97,10 @@ const char *http_req_query(const struct http_req *r, const char *name);
 /* The request body (NUL-terminated; empty when none). */
 const char *http_req_body(const struct http_req *r, size_t *len);
 bool http_req_has_body(const struct http_req *r);
+/* What the request's credential may do: TOKEN_SCOPE_READ for a token of
+ * scope read, TOKEN_SCOPE_ADMIN otherwise (an admin token, a delivery token,
+ * or no credential on an instance without tokens). */
+enum token_scope http_req_scope(const struct http_req *r);
 const char *http_req_id(const struct http_req *r);
 
 /* True when the request was authorised by a delivery token (a memo route
@@ -117,6 +127,14 @@ void http_reply_bytes(struct http_req *r, int status, const char *ctype, const c
 
 /* Replies `status` without a body (e.g. 204). */
 void http_reply_empty(struct http_req *r, int status);
+
+/* Every answer carries X-Request-Id, Cache-Control: no-store and
+ * X-Content-Type-Options: nosniff. A handler adds others with
+ * http_reply_header (`name` and `value` copied) before it replies; at most
+ * HTTP_MAX_EXTRA_HEADERS, further ones (or any when out of memory) are
+ * dropped. */
+#define HTTP_MAX_EXTRA_HEADERS 8
+void http_reply_header(struct http_req *r, const char *name, const char *value);
 
 /* ---- long-poll ------------------------------------------------------------ */
 

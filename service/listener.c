@@ -75,18 +75,18 @@ static void poke(struct listener *l)
 	(void)r;
 }
 
-struct waiter *listener_wait(struct listener *l, const char *run_id, int64_t deadline_ms,
-			     waiter_fire_fn fire, void *arg)
+uint64_t listener_wait(struct listener *l, const char *run_id, int64_t deadline_ms,
+		       waiter_fire_fn fire, void *arg)
 {
-	struct waiter *w = waiters_add(l->ws, run_id, deadline_ms, fire, arg);
-	if (w != NULL)
+	uint64_t id = waiters_add(l->ws, run_id, deadline_ms, fire, arg);
+	if (id != 0)
 		poke(l);
-	return w;
+	return id;
 }
 
-int listener_unwait(struct listener *l, struct waiter *w)
+int listener_unwait(struct listener *l, uint64_t id)
 {
-	return waiters_cancel(l->ws, w);
+	return waiters_cancel(l->ws, id);
 }
 
 bool listener_connected(const struct listener *l)

@@ -26,13 +26,14 @@ struct listener *listener_new(const struct config *cfg, struct dispatcher *d, st
 
 enum err_code listener_start(struct listener *l, struct err *e);
 
-/* Registers a long-poll waiter (see waiters_add) and makes the listener
- * account for its deadline. */
-struct waiter *listener_wait(struct listener *l, const char *run_id, int64_t deadline_ms,
-			     waiter_fire_fn fire, void *arg);
+/* Registers a long-poll waiter (see waiters_add: returns its id, 0 when out
+ * of memory) and makes the listener account for its deadline. */
+uint64_t listener_wait(struct listener *l, const char *run_id, int64_t deadline_ms,
+		       waiter_fire_fn fire, void *arg);
 
-/* Withdraws a waiter registered with listener_wait; see waiters_cancel. */
-int listener_unwait(struct listener *l, struct waiter *w);
+/* Withdraws the waiter `id` registered with listener_wait; see
+ * waiters_cancel. */
+int listener_unwait(struct listener *l, uint64_t id);
 
 /* True while the LISTEN connection is up. */
 bool listener_connected(const struct listener *l);

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NBUCKETS 1024
+#define BUCKET_BITS 10
+#define NBUCKETS (1 << BUCKET_BITS)
 
 struct waiter {
+	uint64_t id; /* (sequence << BUCKET_BITS) | bucket */
 	char *key;
 	int64_t deadline;
 	waiter_fire_fn fire;
@@ -19,6 +21,7 @@ struct waiters {
 	pthread_mutex_t mu;
 	struct waiter *buckets[NBUCKETS];
 	int count;
+	uint64_t seq; /* ids handed out so far */
 };
 
 static unsigned hash(const char *s)
@@ -26,7 +29,7 @@ static unsigned hash(const char *s)
 	unsigned h = 2166136261u;
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h % NBUCKETS;
+	return h % (unsigned)NBUCKETS;
 }
 
 struct waiters *waiters_new(void)
@@ -54,50 +57,47 @@ void waiters_free(struct waiters *ws)
 	free(ws);
 }
 
-struct waiter *waiters_add(struct waiters *ws, const char *key, int64_t deadline_ms,
-			   waiter_fire_fn fire, void *arg)
+uint64_t waiters_add(struct waiters *ws, const char *key, int64_t deadline_ms, waiter_fire_fn fire,
+		     void *arg)
 {
 	struct waiter *w = calloc(1, sizeof *w);
 	if (w == NULL || (w->key = strdup(key)) == NULL) {
 		free(w);
-		return NULL;
+		return 0;
 	}
 	w->deadline = deadline_ms;
 	w->fire = fire;
 	w->arg = arg;
 	unsigned h = hash(key);
 	pthread_mutex_lock(&ws->mu);
+	w->id = (++ws->seq << BUCKET_BITS) | h;
+	uint64_t id = w->id;
 	w->next = ws->buckets[h];
 	ws->buckets[h] = w;
 	ws->count++;
 	pthread_mutex_unlock(&ws->mu);
-	return w;
+	return id;
 }
 
-/* Unlinks `w` from its bucket; the caller holds the lock. */
-static int unlink_locked(struct waiters *ws, struct waiter *w)
+int waiters_cancel(struct waiters *ws, uint64_t id)
 {
-	struct waiter **pp = &ws->buckets[hash(w->key)];
-	for (; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == w) {
-			*pp = w->next;
+	struct waiter *found = NULL;
+	pthread_mutex_lock(&ws->mu);
+	for (struct waiter **pp = &ws->buckets[id & (NBUCKETS - 1)]; *pp != NULL;
+	     pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			found = *pp;
+			*pp = found->next;
 			ws->count--;
-			return 1;
+			break;
 		}
 	}
-	return 0;
-}
-
-int waiters_cancel(struct waiters *ws, struct waiter *w)
-{
-	pthread_mutex_lock(&ws->mu);
-	int found = unlink_locked(ws, w);
 	pthread_mutex_unlock(&ws->mu);
-	if (found) {
-		free(w->key);
-		free(w);
+	if (found != NULL) {
+		free(found->key);
+		free(found);
 	}
-	return found;
+	return found != NULL;
 }
 
 /* Fires and frees a detached list. */

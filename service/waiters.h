@@ -18,14 +18,17 @@ void waiters_free(struct waiters *ws);
 
 /* Registers a waiter on `key` (copied) until `deadline_ms` (monotonic).
  * `fire(arg)` is called exactly once, from the thread that fires it (with no
- * lock held), unless waiters_cancel returns true first. NULL when out of
- * memory. */
-struct waiter *waiters_add(struct waiters *ws, const char *key, int64_t deadline_ms,
-			   waiter_fire_fn fire, void *arg);
+ * lock held), unless waiters_cancel returns true first. Returns the waiter's
+ * id: never 0, never reused by this table. 0 when out of memory. */
+uint64_t waiters_add(struct waiters *ws, const char *key, int64_t deadline_ms, waiter_fire_fn fire,
+		     void *arg);
 
-/* Removes `w` if it has not fired. Returns true when it was removed (fire
- * will not be called), false when it already fired (or is firing). */
-int waiters_cancel(struct waiters *ws, struct waiter *w);
+/* Removes the waiter `id` if it has not fired. Returns true when it was
+ * removed (fire will not be called), false when it already fired (or is
+ * firing). The caller holds only the id, never the waiter: a waiter that
+ * another thread is firing and freeing is never touched, and no other waiter
+ * can be taken for it. */
+int waiters_cancel(struct waiters *ws, uint64_t id);
 
 /* Fires every waiter on `key`. */
 void waiters_notify(struct waiters *ws, const char *key);

@@ -10,7 +10,7 @@
 #   5. static checks of the document (routes of handlers/routes.c, closed schemas)
 #   6. a throwaway PostgreSQL, then build/hookflow serve three ways:
 #        main    no API tokens: the full scenario through the generated client
-#        auth    HOOKFLOW_API_TOKENS set: 401s, delivery tokens
+#        auth    HOOKFLOW_API_TOKENS set: 401s, delivery tokens, a read token's 403s
 #        dbdown  the same service with PostgreSQL stopped: 503s
 #   7. coverage: every status documented for an operation was observed
 #
@@ -197,9 +197,11 @@ start_service main
 run_phase main main.test.js
 stop_service
 
-say "start hookflow with HOOKFLOW_API_TOKENS"
-start_service auth HOOKFLOW_API_TOKENS="$token"
-export HF_API_TOKEN="$token"
+read_token="contract-read-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+
+say "start hookflow with HOOKFLOW_API_TOKENS (an admin token and a read one)"
+start_service auth HOOKFLOW_API_TOKENS="$token,read:$read_token"
+export HF_API_TOKEN="$token" HF_READ_TOKEN="$read_token"
 run_phase auth auth.test.js
 
 say "stop PostgreSQL under the running service"

@@ -3,7 +3,9 @@
 //
 // Environment (set by run.sh):
 //   E2E_BASE_URL      the hookflow under test, e.g. http://127.0.0.1:40123
-//   E2E_TOKEN         one of its HOOKFLOW_API_TOKENS
+//   E2E_TOKEN         one of its HOOKFLOW_API_TOKENS (scope admin)
+//   E2E_READ_TOKEN    its read-only token (read:<token> in HOOKFLOW_API_TOKENS)
+//   E2E_OPEN_PORT     a second hookflow on the same database, without API tokens
 //   E2E_CHROMIUM      the browser (/usr/bin/chromium)
 //   E2E_PROFILE       a fresh, empty directory for --user-data-dir
 //   E2E_OUT           where screenshots go (build/e2e)
@@ -21,6 +23,8 @@ import { BIG_STEPS, startWebhook } from './webhook.mjs';
 
 const base = must('E2E_BASE_URL');
 const token = must('E2E_TOKEN');
+const readToken = must('E2E_READ_TOKEN');
+const openPort = must('E2E_OPEN_PORT');
 const chromiumPath = must('E2E_CHROMIUM');
 const profile = must('E2E_PROFILE');
 const outDir = must('E2E_OUT');
@@ -87,8 +91,8 @@ async function until(what, fn, timeout = 15000) {
 
 // ---- the API -----------------------------------------------------------------
 
-async function api(method, p, body) {
-	const headers = { Authorization: `Bearer ${token}` };
+async function api(method, p, body, tok = token) {
+	const headers = { Authorization: `Bearer ${tok}` };
 	if (body !== undefined) headers['Content-Type'] = 'application/json';
 	const res = await fetch(base + p, {
 		method,
@@ -250,11 +254,19 @@ try {
 		}, 15000);
 	});
 
-	await check('GET / serves the embedded dashboard, self-contained', async () => {
+	await check('GET / serves the embedded dashboard, self-contained, under a strict CSP', async () => {
 		const res = await fetch(base + '/');
 		assert(res.status === 200, `GET / answered ${res.status}`);
 		const ct = res.headers.get('content-type');
 		assert(ct === 'text/html; charset=utf-8', `content-type ${ct}`);
+		// the page runs under a strict policy: any violation is a console
+		// error, which the last check reports
+		const csp = res.headers.get('content-security-policy') || '';
+		assert(/default-src 'none'/.test(csp) && /script-src 'sha256-[^']+'/.test(csp) &&
+			/style-src 'sha256-[^']+'/.test(csp) && /frame-ancestors 'none'/.test(csp) &&
+			!/unsafe/.test(csp), `Content-Security-Policy: ${csp}`);
+		assert(res.headers.get('x-content-type-options') === 'nosniff', 'no X-Content-Type-Options: nosniff');
+		assert(res.headers.get('referrer-policy') === 'no-referrer', 'no Referrer-Policy');
 		const body = await res.text();
 		assert(body === readFileSync(dashboardSrc, 'utf8'), 'GET / differs from dashboard/index.html');
 		assert(body.length < 60 * 1024, `the page is ${body.length} bytes`);
@@ -564,6 +576,90 @@ try {
 		await until('the run shown again', async () =>
 			(await page.isVisible('#run-view')) && (await text('#run-id')) === 'flaky-1' &&
 			(await statusBadge()) === 'succeeded' && (await page.isHidden('#token-view')));
+	});
+
+	await check('a read-only token: the dashboard reads, its actions are disabled with a note', async () => {
+		await page.click('#forget-token');
+		await page.locator('#token-view').waitFor({ state: 'visible' });
+		await page.fill('#token-input', readToken);
+		await page.press('#token-input', 'Enter');
+		await until('the run shown with the read token', async () =>
+			(await page.isVisible('#run-view')) && (await text('#run-id')) === 'flaky-1' &&
+			(await statusBadge()) === 'succeeded' && (await page.isVisible('#scope-note')));
+		assert(/scope read/.test(await text('#scope-note')), 'the note does not say why');
+		for (const b of ['#run-cancel', '#run-rerun', '#rerun-step'])
+			assert(await page.isDisabled(b), `${b} is enabled for a read token`);
+		await gotoHash('#/signals');
+		await page.locator('#signals-view').waitFor({ state: 'visible' });
+		for (const b of ['#signal-send', '#signal-clear'])
+			assert(await page.isDisabled(b), `${b} is enabled for a read token`);
+		await gotoHash('#/dead-letters');
+		await page.selectOption('#d-kind', '');
+		const dead = await deadLetters();
+		assert(dead.length > 0, 'no dead letter left to show');
+		await until('the dead letters listed', async () =>
+			(await page.$$eval('#dead-table tbody tr', (t) => t.length)) === dead.length);
+		const enabled = await page.$$eval('#dead-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
+		assert(enabled === 0, `${enabled} dead-letter buttons enabled for a read token`);
+		// and the API itself refuses the read token's writes
+		const r = await api('POST', '/v1/runs/hang-1/cancel', undefined, readToken);
+		assert(r.status === 403 && r.data.error.code === 'forbidden', `a read token's cancel answered ${r.status}`);
+		const who = await api('GET', '/v1/whoami', undefined, readToken);
+		assert(who.status === 200 && who.data.scope === 'read', `whoami: ${who.text}`);
+		// back to the admin token: the note goes, the actions come back
+		await page.click('#forget-token');
+		await page.locator('#token-view').waitFor({ state: 'visible' });
+		await page.fill('#token-input', token);
+		await page.press('#token-input', 'Enter');
+		await gotoHash('#/signals');
+		await until('the admin view', async () =>
+			(await page.isVisible('#signals-view')) && (await page.isHidden('#scope-note')) &&
+			(await page.isEnabled('#signal-send')));
+	});
+
+	await check('without API tokens, on 127.0.0.1 and on localhost: the dashboard works; another origin cannot act', async () => {
+		for (const host of ['127.0.0.1', 'localhost']) {
+			const id = `open-${host.replace(/[.]/g, '-')}`;
+			await apiOk('POST', '/v1/runs', { workflow: WF, run_id: id, delay_ms: 600000, input: { host } });
+			const p2 = await context.newPage();
+			const errs = [];
+			p2.on('pageerror', (e) => errs.push(String(e)));
+			try {
+				await p2.goto(`http://${host}:${openPort}/#/runs/${id}`);
+				await until(`run ${id} on ${host}`, async () =>
+					((await p2.textContent('#run-id')) || '').trim() === id &&
+					(await p2.getAttribute('#run-status .badge', 'data-status').catch(() => null)) === 'scheduled');
+				assert(await p2.isHidden('#token-view'), `a token is asked for on ${host}`);
+				assert(await p2.isHidden('#scope-note'), `the read-only note shows on ${host}`);
+				await p2.click('#run-cancel'); // a POST with Origin: http://<host>:<port>
+				await until(`run ${id} cancelled from the page`, async () =>
+					(await getRun(id)).status === 'cancelled');
+				assert(errs.length === 0, `errors on ${host}: ${errs.join(' | ')}`);
+			} finally {
+				await p2.close();
+			}
+		}
+		// A page of another origin (another local web server: the test's
+		// webhook) posts a cancel: the browser sends it, the service refuses it.
+		await apiOk('POST', '/v1/runs', { workflow: WF, run_id: 'open-victim', delay_ms: 600000 });
+		const p3 = await context.newPage();
+		try {
+			await p3.goto(`${hook.url}/`);
+			const sent = await p3.evaluate((url) =>
+				fetch(url, { method: 'POST', mode: 'no-cors' }).then(() => 'sent', (e) => String(e)),
+			`http://127.0.0.1:${openPort}/v1/runs/open-victim/cancel`);
+			assert(sent === 'sent', `the browser did not send the request: ${sent}`);
+		} finally {
+			await p3.close();
+		}
+		const res = await fetch(`http://127.0.0.1:${openPort}/v1/runs/open-victim`);
+		assert(res.status === 200, `GET open-victim: ${res.status}`);
+		const victim = await res.json();
+		assert(victim.status === 'scheduled', `the cross-origin cancel went through: ${victim.status}`);
+		const refused = await fetch(`http://127.0.0.1:${openPort}/v1/runs/open-victim/cancel`, {
+			method: 'POST', headers: { Origin: 'http://evil.example' },
+		});
+		assert(refused.status === 403, `a foreign Origin answered ${refused.status}`);
 	});
 
 	await check('the page raised no script error and fetched nothing from elsewhere', async () => {

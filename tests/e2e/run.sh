@@ -9,8 +9,9 @@
 #   2. Starts a throwaway PostgreSQL 15 (initdb into a temporary directory, unix
 #      socket only, in that directory, on a private port; as root it runs as the
 #      system user `hookflow`, created when missing).
-#   3. Starts build/hookflow serve on a free loopback port with HOOKFLOW_API_TOKENS
-#      set, and waits for /readyz.
+#   3. Starts build/hookflow serve twice on the same database, on free loopback
+#      ports: one with HOOKFLOW_API_TOKENS (an admin token and a read-only one),
+#      one without tokens; waits for /readyz on both.
 #   4. Runs e2e.mjs: a small webhook (webhook.mjs), workflows and runs submitted
 #      over the API, then the dashboard driven by playwright-core; each check is
 #      asserted through the page and through the API.
@@ -72,21 +73,29 @@ t0_ms=$(date +%s%3N)
 tmp=
 pg_started=0
 svc=
+svc_open=
 as_pg() { "$@"; }
+
+# Stops a hookflow started here (SIGTERM, then SIGKILL after 15 s).
+stop_hookflow() {
+	local pid=$1
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		local deadline=$((SECONDS + 15))
+		while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+}
 
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
-	if [ -n "$svc" ] && kill -0 "$svc" 2>/dev/null; then
-		kill -TERM "$svc" 2>/dev/null || true
-		local deadline=$((SECONDS + 15))
-		while kill -0 "$svc" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
-			sleep 0.1
-		done
-		kill -KILL "$svc" 2>/dev/null || true
-		wait "$svc" 2>/dev/null || true
-	fi
+	stop_hookflow "$svc"
+	stop_hookflow "$svc_open"
 	if [ "$pg_started" = 1 ]; then
 		as_pg "$pgbin/pg_ctl" stop --pgdata="$tmp/pgdata" --mode=immediate --wait >/dev/null 2>&1 || true
 	fi
@@ -171,36 +180,55 @@ say "PostgreSQL on $tmp/sock port $pgport"
 
 # --- 3. hookflow ---------------------------------------------------------------------
 
+# Two instances on the same database: one with API tokens (an admin token and
+# a read-only one), and one without tokens, where only its own loopback host
+# and origin are served.
+db_url="host=$tmp/sock port=$pgport user=$pguser dbname=hookflow"
 port=$(free_port) || die "no free port for hookflow"
 token="e2e-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+read_token="e2e-read-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 base="http://127.0.0.1:$port"
-HOOKFLOW_DATABASE_URL="host=$tmp/sock port=$pgport user=$pguser dbname=hookflow" \
+HOOKFLOW_DATABASE_URL="$db_url" \
 	HOOKFLOW_LISTEN="127.0.0.1:$port" \
-	HOOKFLOW_API_TOKENS="$token" \
+	HOOKFLOW_API_TOKENS="$token,read:$read_token" \
 	HOOKFLOW_PUBLIC_URL="$base" \
 	HOOKFLOW_LOG_LEVEL=info \
 	"$bin" serve >"$tmp/hookflow.log" 2>&1 &
 svc=$!
+open_port=$(free_port) || die "no free port for the second hookflow"
+while [ "$open_port" = "$port" ]; do open_port=$(free_port) || die "no free port"; done
+HOOKFLOW_DATABASE_URL="$db_url" \
+	HOOKFLOW_LISTEN="127.0.0.1:$open_port" \
+	HOOKFLOW_LOG_LEVEL=info \
+	"$bin" serve >"$tmp/hookflow-open.log" 2>&1 &
+svc_open=$!
 
-deadline=$((SECONDS + 30))
-until curl -fsS -o /dev/null --max-time 2 "$base/readyz" 2>/dev/null; do
-	kill -0 "$svc" 2>/dev/null || die "hookflow exited during start-up"
-	[ "$SECONDS" -lt "$deadline" ] || die "hookflow not ready on $base within 30 s"
-	sleep 0.1
-done
-say "hookflow ready on $base (API tokens on)"
+wait_ready() { # pid url
+	local deadline=$((SECONDS + 30))
+	until curl -fsS -o /dev/null --max-time 2 "$2/readyz" 2>/dev/null; do
+		kill -0 "$1" 2>/dev/null || die "hookflow exited during start-up ($2)"
+		[ "$SECONDS" -lt "$deadline" ] || die "hookflow not ready on $2 within 30 s"
+		sleep 0.1
+	done
+}
+wait_ready "$svc" "$base"
+wait_ready "$svc_open" "http://127.0.0.1:$open_port"
+say "hookflow ready on $base (API tokens on) and on port $open_port (no tokens)"
 
 # --- 4. the browser checks ---------------------------------------------------------------
 
 mkdir -p "$out" "$tmp/profile"
 set +e
-E2E_T0_MS=$t0_ms E2E_BASE_URL=$base E2E_TOKEN=$token E2E_CHROMIUM=$browser E2E_PROFILE=$tmp/profile \
+E2E_T0_MS=$t0_ms E2E_BASE_URL=$base E2E_TOKEN=$token E2E_READ_TOKEN=$read_token \
+	E2E_OPEN_PORT=$open_port E2E_CHROMIUM=$browser E2E_PROFILE=$tmp/profile \
 	E2E_OUT=$out E2E_DASHBOARD=$top/dashboard/index.html \
 	node "$here/e2e.mjs"
 rc=$?
 set -e
-if ! kill -0 "$svc" 2>/dev/null; then
-	echo "e2e: hookflow died during the checks" >&2
-	rc=1
-fi
+for pid in "$svc" "$svc_open"; do
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "e2e: a hookflow died during the checks" >&2
+		rc=1
+	fi
+done
 exit "$rc"

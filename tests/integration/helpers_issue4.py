@@ -197,9 +197,12 @@ def _dechunk(data):
     return out
 
 
-def http_bytes(method, path, body=None, headers=None, chunked=False, content_type="application/json"):
-    """The bytes of one HTTP/1.1 request (Connection: close)."""
-    lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1", "Connection: close"]
+def http_bytes(method, path, body=None, headers=None, chunked=False, content_type="application/json",
+               port=None):
+    """The bytes of one HTTP/1.1 request (Connection: close) to the service
+    on 127.0.0.1:`port` (without API tokens it answers only its own host)."""
+    host = "127.0.0.1" if port is None else "127.0.0.1:%d" % port
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: " + host, "Connection: close"]
     hdrs = dict(headers or {})
     if body is not None:
         if content_type:

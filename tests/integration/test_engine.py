@@ -67,8 +67,9 @@ def test_a_function_replaced_by_hand_is_noticed_and_reloaded_at_start(services, 
            "LANGUAGE sql STABLE AS $$ SELECT 'scheduled' $$")
     db.sql("CREATE FUNCTION hf_stray() RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$")
 
-    r = svc.api.get("/readyz")
-    assert r.status == 503, r
+    # /readyz reads a snapshot of the database at most about a second old
+    r = wait_until(lambda: (lambda x: x if x.status == 503 else None)(svc.api.get("/readyz")),
+                   timeout=10, message="/readyz 503 after the hand edit")
     assert r.error_code == "unavailable"
     assert "engine differs" in r.error_message, r.error_message
 
@@ -134,8 +135,9 @@ def test_a_running_instance_stops_claiming_when_a_newer_hookflow_upgrades_the_da
     db.sql("UPDATE hf_engine SET hookflow_version = '99.0.0'; NOTIFY hookflow_engine")
     wait_until(lambda: "claiming stopped" in svc.log_text(), timeout=10,
                message="the instance to stop claiming")
-    r = svc.api.get("/readyz")
-    assert r.status == 503 and "newer hookflow" in r.error_message, r
+    r = wait_until(lambda: (lambda x: x if x.status == 503 else None)(svc.api.get("/readyz")),
+                   timeout=10, message="/readyz 503 after the upgrade")
+    assert "newer hookflow" in r.error_message, r
 
     calls = len(webhook.requests())
     ignored = svc.log_text().count("wake ignored")

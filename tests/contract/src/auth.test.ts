@@ -1,6 +1,7 @@
 // With HOOKFLOW_API_TOKENS set: public endpoints stay open, every /v1
-// operation answers 401 without a valid bearer token, the API token opens
-// everything, and a run's delivery token opens the memo of that run only.
+// operation answers 401 without a valid bearer token, a read token may only
+// GET (403 on every other operation), the admin token opens everything, and
+// a run's delivery token opens the memo of that run only.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { loadEnv, makeClient, Recorder } from "./client";
@@ -43,6 +44,26 @@ test("every /v1 operation answers 401 without a token or with a wrong one", asyn
     const w = await sendSample(anon, key, { Authorization: "Bearer not-a-valid-token-at-all" });
     assert.equal(w.status, path.includes("/memo/") ? 403 : 401, `${key} with a wrong token`);
   }
+});
+
+test("a read token reads and every other operation answers 403", async () => {
+  if (!env.readToken) throw new Error("HF_READ_TOKEN is required for the auth phase");
+  const reader = makeClient(env, rec, env.readToken);
+  assert.deepEqual(status(await reader.GET("/v1/whoami"), 200).data, { scope: "read", token_required: true });
+  assert.deepEqual(status(await api.GET("/v1/whoami"), 200).data, { scope: "admin", token_required: true });
+  const ops = contract.operations().filter((o) => o.path.startsWith("/v1/"));
+  for (const { method, path } of ops) {
+    const key = `${method} ${path}`;
+    const r = await sendSample(reader, key);
+    if (method === "GET") {
+      assert.ok(r.status !== 401 && r.status !== 403, `${key} with a read token: ${r.status} ${JSON.stringify(r.body)}`);
+    } else {
+      assert.equal(r.status, 403, `${key} with a read token: ${JSON.stringify(r.body)}`);
+      assert.equal((r.body as any).error.code, "forbidden", key);
+      assert.match((r.body as any).error.message, /scope read/, key);
+    }
+  }
+  assert.deepEqual(rec.violations, [], "answers that contradict the spec");
 });
 
 test("the API token opens the API; a delivery token opens its own run's memo only", async () => {

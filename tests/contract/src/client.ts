@@ -16,6 +16,7 @@ export interface Env {
   routesC: string;
   obsFile: string;
   token: string | undefined;
+  readToken: string | undefined;
 }
 
 function need(name: string): string {
@@ -32,6 +33,7 @@ export function loadEnv(): Env {
     routesC: need("HF_ROUTES_C"),
     obsFile: need("HF_OBS_FILE"),
     token: process.env.HF_API_TOKEN || undefined,
+    readToken: process.env.HF_READ_TOKEN || undefined,
   };
 }
 

@@ -8,6 +8,7 @@ import fs from "node:fs";
 import { after, before, test } from "node:test";
 import { loadEnv, makeClient, Recorder, rawBody, streamedBody, TOO_LARGE, type Api } from "./client";
 import { Contract } from "./contract";
+import { sendSample } from "./samples";
 import { HookServer, newSecret, script, type Action, type Script } from "./hooks";
 import { error, sha256hex, status, TIMESTAMP, until, type Answer } from "./util";
 
@@ -108,6 +109,18 @@ test("operations: healthz, readyz, metrics, openapi.yaml, dashboard, request ids
   assert.ok(y.data === fs.readFileSync(env.specYaml, "utf8"), "the served document is openapi/openapi.yaml (is build/hookflow stale?)");
   const d = status(await api.GET("/", { parseAs: "text" }), 200);
   assert.match(d.data as string, /<html/i);
+});
+
+test("without API tokens: whoami is admin; another web origin gets 403 on every operation", async () => {
+  assert.deepEqual(status(await api.GET("/v1/whoami"), 200).data, { scope: "admin", token_required: false });
+  for (const { method, path } of contract.operations()) {
+    const key = `${method} ${path}`;
+    const r = await sendSample(api, key, { Origin: "http://evil.example" });
+    assert.equal(r.status, 403, `${key} from another origin: ${JSON.stringify(r.body)}`);
+    assert.equal((r.body as any).error.code, "forbidden", key);
+    assert.match((r.body as any).error.message, /^origin: /, key);
+  }
+  assert.deepEqual(rec.violations, [], "answers that contradict the spec");
 });
 
 test("outside the spec: 404 for an unknown path, 405 for a known path's other method", async () => {

@@ -16,6 +16,7 @@ export const SAMPLES: Record<string, Sample> = {
   "GET /metrics": { parseAs: "text" },
   "GET /openapi.yaml": { parseAs: "text" },
   "GET /": { parseAs: "text" },
+  "GET /v1/whoami": {},
   "GET /v1/workflows": { params: { query: { limit: 5 } } },
   "PUT /v1/workflows/{name}": {
     params: { path: { name: "ct-sample" } },
