@@ -74,8 +74,15 @@ test("the API token opens the API; a delivery token opens its own run's memo onl
     }),
     201,
   );
+  // Step 0 continues an hour later: the runs stay active, so their delivery
+  // tokens stay valid (a token stops working when its run ends).
   for (const id of ["ct-auth-1", "ct-auth-2"])
-    status(await api.POST("/v1/runs", { body: { workflow: "ct-auth", run_id: id, input: script(id, { do: "succeed" }) } }), 201);
+    status(
+      await api.POST("/v1/runs", {
+        body: { workflow: "ct-auth", run_id: id, input: script(id, { do: "continue", delay_ms: 3600000 }, { do: "succeed" }) },
+      }),
+      201,
+    );
   const tok1 = (await hook.step("ct-auth-1", 0)).body.memo.token;
   const tok2 = (await hook.step("ct-auth-2", 0)).body.memo.token;
   const run1 = { path: { run_id: "ct-auth-1", key: "m" } };
@@ -86,8 +93,15 @@ test("the API token opens the API; a delivery token opens its own run's memo onl
   error(await anon.GET("/v1/runs/{run_id}/memo/{key}", { params: run1 }), 401, "unauthenticated");
   // The delivery token is no API token.
   error(await anon.GET("/v1/runs/{run_id}", { params: { path: { run_id: "ct-auth-1" } }, headers: { Authorization: `Bearer ${tok1}` } }), 401, "unauthenticated");
-  const done = status(await api.GET("/v1/runs/{run_id}", { params: { path: { run_id: "ct-auth-2" }, query: { wait_ms: 20000 } } }), 200).data!;
-  assert.equal(done.status, "succeeded");
+  // Once its run ends, the token opens nothing.
+  // (200 once step 0 has settled, 202 if it is still being settled.)
+  for (const id of ["ct-auth-1", "ct-auth-2"]) {
+    const c = await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: id } } });
+    assert.ok([200, 202].includes(c.response.status), `cancel ${id}: ${c.response.status}`);
+  }
+  const ended = status(await api.GET("/v1/runs/{run_id}", { params: { path: { run_id: "ct-auth-1" }, query: { wait_ms: 20000 } } }), 200).data!;
+  assert.equal(ended.status, "cancelled");
+  error(await anon.GET("/v1/runs/{run_id}/memo/{key}", { params: run1, headers: { Authorization: `Bearer ${tok1}` } }), 403, "forbidden");
   assert.deepEqual(hook.failures, [], "webhook verification failures");
   assert.deepEqual(rec.violations, [], "answers that contradict the spec");
 });

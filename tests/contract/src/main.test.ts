@@ -544,13 +544,18 @@ test("signals: delivered to a waiting run, buffered then consumed, cleared, time
 // ---- memo --------------------------------------------------------------------
 
 test("memo: run and step scope with the delivery token, 403 with another run's, 404s, invalid input", async () => {
-  const tokA = (await hook.step("ct-happy", 0)).body.memo.token;
-  const tokB = (await hook.step("ct-fail", 0)).body.memo.token;
+  // Two runs whose step 0 continues an hour later: active, so their delivery
+  // tokens stay valid (a token stops working when its run ends).
+  const later = (id: string) => script(id, { do: "continue", delay_ms: 3600000 }, { do: "succeed" });
+  await submit("ct-memo-a", later("ct-memo-a"));
+  await submit("ct-memo-b", later("ct-memo-b"));
+  const tokA = (await hook.step("ct-memo-a", 0)).body.memo.token;
+  const tokB = (await hook.step("ct-memo-b", 0)).body.memo.token;
   assert.notEqual(tokA, tokB);
   const asA = { Authorization: `Bearer ${tokA}` };
   const asB = { Authorization: `Bearer ${tokB}` };
-  const run = { path: { run_id: "ct-happy", key: "charge" } };
-  const stepScope = (n: number) => ({ path: { run_id: "ct-happy", step: n, key: "charge" } });
+  const run = { path: { run_id: "ct-memo-a", key: "charge" } };
+  const stepScope = (n: number) => ({ path: { run_id: "ct-memo-a", step: n, key: "charge" } });
 
   assert.deepEqual(status(await api.PUT("/v1/runs/{run_id}/memo/{key}", { params: run, body: { value: { id: "ch_1" } }, headers: asA }), 200).data, { value: { id: "ch_1" } });
   assert.deepEqual(status(await api.GET("/v1/runs/{run_id}/memo/{key}", { params: run, headers: asA }), 200).data, { value: { id: "ch_1" } });
@@ -572,6 +577,15 @@ test("memo: run and step scope with the delivery token, 403 with another run's, 
   error(await api.GET("/v1/runs/{run_id}/steps/{step}/memo/{key}", { params: stepScope(0), headers: asB }), 403, "forbidden");
   error(await api.PUT("/v1/runs/{run_id}/steps/{step}/memo/{key}", { params: stepScope(0), body: { value: 1 }, headers: asB }), 403, "forbidden");
   error(await api.DELETE("/v1/runs/{run_id}/steps/{step}/memo/{key}", { params: stepScope(0), headers: asB }), 403, "forbidden");
+
+  // Once its run ends, the token opens nothing.
+  // (200 once step 0 has settled, 202 if it is still being settled.)
+  for (const id of ["ct-memo-a", "ct-memo-b"]) {
+    const c = await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: id } } });
+    assert.ok([200, 202].includes(c.response.status), `cancel ${id}: ${c.response.status}`);
+  }
+  await finished("ct-memo-a");
+  error(await api.GET("/v1/runs/{run_id}/memo/{key}", { params: run, headers: asA }), 403, "forbidden");
 
   // Without tokens configured, no credential at all is let through.
   const none = { path: { run_id: NOT_FOUND_RUN, key: "k" } };
