@@ -129,7 +129,8 @@ tsan:
 
 TSAN_TESTS := test_cancel or test_retries or test_callbacks or test_multi_instance or \
               test_outcomes or test_egress_proxy or test_races or test_wait_ms or test_long_poll or \
-              test_http_limits or test_small_leaks
+              test_http_limits or test_small_leaks or test_delivery_tokens or \
+              test_engine
 
 tsan-test: tsan
 	@echo "== build/tsan/tests/test_longpoll"
