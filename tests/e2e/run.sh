@@ -126,11 +126,13 @@ trap 'exit 129' HUP
 tmp=$(mktemp -d /tmp/hookflow-e2e.XXXXXX)
 chmod 755 "$tmp"
 
-# A TCP port nobody listens on, from a random start in 20000..59999.
+# A TCP port nobody listens on, at random in 20000..32767: below the kernel's
+# ephemeral range (32768..60999 on Debian), where an outgoing connection of any
+# process could hold the port by the time hookflow binds it.
 free_port() {
 	local p _
 	for _ in $(seq 1 200); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((20000 + RANDOM % 12768))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return 0
