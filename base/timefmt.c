@@ -245,3 +245,14 @@ int64_t timefmt_mono_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+void timefmt_mono_deadline(int64_t ms, struct timespec *out)
+{
+	clock_gettime(CLOCK_MONOTONIC, out);
+	out->tv_sec += ms / 1000;
+	out->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (out->tv_nsec >= 1000000000L) {
+		out->tv_sec++;
+		out->tv_nsec -= 1000000000L;
+	}
+}

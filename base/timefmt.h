@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #define TIMEFMT_RFC3339_LEN 24 /* "2026-12-02T10:00:00.000Z" */
 
@@ -32,5 +33,9 @@ int64_t timefmt_now_ms(void);
 
 /* Milliseconds from the monotonic clock (for deadlines and intervals). */
 int64_t timefmt_mono_ms(void);
+
+/* The CLOCK_MONOTONIC time `ms` milliseconds from now, as a timespec for
+ * pthread_cond_timedwait on a condition variable set to that clock. */
+void timefmt_mono_deadline(int64_t ms, struct timespec *out);
 
 #endif

@@ -19,6 +19,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/sig.h"
+#include "base/timefmt.h"
 
 #define MAX_PREPARED 64
 
@@ -431,13 +432,7 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 {
 	*out = NULL;
 	struct timespec dl;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += wait_ms / 1000;
-	dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	timefmt_mono_deadline(wait_ms, &dl);
 	int slot = -1;
 	struct db_conn *c = NULL;
 	pthread_mutex_lock(&p->mu);

@@ -142,8 +142,7 @@ void settlements_cleanup(struct settlements *l)
 	memset(l, 0, sizeof *l);
 }
 
-/* The engine's name of a result (hf_settle_steps, hf_settle_callbacks). */
-static const char *result_name(enum settle_result r)
+const char *db_settle_result_name(enum settle_result r)
 {
 	switch (r) {
 	case SETTLE_CONTINUE:
@@ -174,7 +173,7 @@ static json_t *encode(const struct settlement *s)
 	int bad =
 		json_object_set_new(it, s->kind == JOB_STEP ? "run_id" : "id", json_string(s->id)) |
 		json_object_set_new(it, "claim_token", json_integer(s->claim_token)) |
-		json_object_set_new(it, "result", json_string(result_name(s->result)));
+		json_object_set_new(it, "result", json_string(db_settle_result_name(s->result)));
 	if (s->http_status > 0)
 		bad |= json_object_set_new(it, "http_status", json_integer(s->http_status));
 	if (s->reason != NULL)

@@ -77,6 +77,10 @@ enum settle_result {
 	SETTLE_PERMANENT,    /* the call failed for good */
 };
 
+/* The engine's name of result `r` ("continue", ..., "ok" for a delivered
+ * callback, "transient_error"): static storage. */
+const char *db_settle_result_name(enum settle_result r);
+
 /* One ended call of a claimed job, as the dispatcher hands it to the
  * engine. Owns its strings and JSON references (settlement_cleanup). */
 struct settlement {

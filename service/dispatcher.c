@@ -299,27 +299,6 @@ static void callback_settlement(const struct inflight *f, const struct verdict *
 	metrics_callback_result(v->kind == VERDICT_TRANSIENT ? MR_TRANSIENT : MR_PERMANENT);
 }
 
-static const char *result_text(enum settle_result r)
-{
-	switch (r) {
-	case SETTLE_CONTINUE:
-		return "continue";
-	case SETTLE_SUCCEED:
-		return "succeed";
-	case SETTLE_FAIL:
-		return "fail";
-	case SETTLE_CANCEL:
-		return "cancel";
-	case SETTLE_DELIVERED:
-		return "delivered";
-	case SETTLE_TRANSIENT:
-		return "transient_error";
-	case SETTLE_PERMANENT:
-		return "permanent_error";
-	}
-	return "?";
-}
-
 /* ---- the I/O thread ----------------------------------------------------- */
 
 static void unlink_inflight(struct worker *w, struct inflight *f)
@@ -396,7 +375,7 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld "
 		  "result=%s",
 		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-		  f->job.step, f->job.attempt, status, (long long)ms, result_text(res));
+		  f->job.step, f->job.attempt, status, (long long)ms, db_settle_result_name(res));
 	settlements_push(done, &st);
 	verdict_cleanup(&v);
 	webhook_call_free(call);

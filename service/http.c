@@ -333,13 +333,7 @@ static void *sweeper_main(void *arg)
 		}
 		int64_t wait = next - now;
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		timefmt_mono_deadline(wait, &ts);
 		pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
 	}
 	pthread_mutex_unlock(&s->tmu);

@@ -123,13 +123,7 @@ void snapshot_read(struct snapshot *s, struct snapshot_view *v, struct strbuf *g
 		pthread_cond_broadcast(&s->cv);
 		uint64_t seq = s->seq;
 		struct timespec dl;
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += SNAPSHOT_WAIT_MS / 1000;
-		dl.tv_nsec += (long)(SNAPSHOT_WAIT_MS % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		timefmt_mono_deadline(SNAPSHOT_WAIT_MS, &dl);
 		while (s->seq == seq && !s->stop)
 			if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0)
 				break;
