@@ -13,12 +13,14 @@ CREATE TABLE hf_token_key (
 );
 
 -- Release 0.1.0's memo key signed tokens that bind only the run and never
--- expire. It stays, as "m0", accepted for two hours: longer than a step call
--- can last (timeout_ms is at most one hour, plus its lease), so the calls in
--- flight across the upgrade keep their memo; then 0.1.0 tokens stop working.
+-- expire. When calls may be in flight across the upgrade, it stays, as "m0",
+-- accepted for two hours: longer than a step call can last (timeout_ms is at
+-- most one hour, plus its lease), so those calls keep their memo; then 0.1.0
+-- tokens stop working. A database without calls in flight does not keep it.
 INSERT INTO hf_token_key (kid, secret, accepted_until)
 SELECT 'm0', encode(value, 'base64'), now() + interval '2 hours'
-FROM hf_meta WHERE key = 'memo_key';
+FROM hf_meta WHERE key = 'memo_key'
+  AND EXISTS (SELECT 1 FROM run WHERE status IN ('running', 'cancelling'));
 DELETE FROM hf_meta WHERE key = 'memo_key';
 
 -- The first current key: 32 random bytes.
