@@ -25,8 +25,10 @@ static void test_seal_then_open_gives_the_secret_back(void **state)
 		assert_int_equal(crypt_seal(key1, secrets[i], strlen(secrets[i]), &sealed, &e),
 				 ERR_OK);
 		assert_true(crypt_is_sealed(sealed));
-		assert_null(
-			strstr(sealed + strlen(CRYPT_PREFIX), secrets[i][0] ? secrets[i] : "\x01"));
+		/* The secret is not in the sealed text (a secret of a few characters
+		 * could turn up in random base64 by chance: only the long one). */
+		if (strlen(secrets[i]) > 16)
+			assert_null(strstr(sealed, secrets[i]));
 		assert_int_equal(crypt_open(key1, sealed, &plain, &len, &e), ERR_OK);
 		assert_int_equal(len, strlen(secrets[i]));
 		assert_string_equal(plain, secrets[i]);
