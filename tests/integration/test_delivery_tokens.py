@@ -108,7 +108,9 @@ def test_keys_rotate_and_the_old_key_is_accepted_for_its_grace_period(api, servi
     old_kid = before.json["memo"]["token"].split(".")[1]
 
     loads = service.log_text().count("delivery-token keys loaded")
-    r = rotate(hookflow_bin, db, "--grace-ms", "3000")
+    # A grace period long enough for the checks below to run inside it even on
+    # a slow machine (under ASan), short enough to wait for its end.
+    r = rotate(hookflow_bin, db, "--grace-ms", "10000")
     assert r.returncode == 0, r.stderr
     wait_until(lambda: service.log_text().count("delivery-token keys loaded") > loads, timeout=10,
                message="the instance to reload its keys")
@@ -126,7 +128,7 @@ def test_keys_rotate_and_the_old_key_is_accepted_for_its_grace_period(api, servi
     def old_refused():
         got = memo_api(service, before).get(memo_path(first))
         return got if got.status == 403 else None
-    got = wait_until(old_refused, timeout=15, message="the old key's grace period to end")
+    got = wait_until(old_refused, timeout=30, message="the old key's grace period to end")
     assert "retired key" in got.error_message, got
     assert memo_api(service, after).get(memo_path(second)).status == 404
 

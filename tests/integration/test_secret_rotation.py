@@ -49,12 +49,12 @@ def one_signed_run(api, webhook, workflow, path="/steps"):
 
 @pytest.mark.serial
 def test_rotation_in_flight_signs_with_both_secrets_in_grace_then_only_the_new(api, webhook):
-    """Runs in flight across a rotation with grace_ms 2500: every step request
+    """Runs in flight across a rotation with grace_ms 5000: every step request
     and callback verifies (standardwebhooks) with the old secret before the
     rotation, with the old or the new one during the grace period (both, for
     every call claimed in it), and after it only with the new one."""
     old = new_secret()
-    grace_ms = 2500
+    grace_ms = 5000
     state = {"rotated": None, "until": None}
 
     def before(req):
