@@ -24,10 +24,12 @@
 struct webhook_client;
 struct webhook_call;
 
-/* One call to make. Strings are copied by webhook_call_start. */
+/* One call to make. webhook_call_start takes `body` (malloc'd, NUL-terminated,
+ * body_len bytes before the NUL) whether it succeeds or fails; the other
+ * strings are copied. */
 struct webhook_request {
 	const char *url;
-	const char *body;
+	char *body;
 	size_t body_len;
 	const char *msg_id;          /* webhook-id */
 	const char *secret;          /* "whsec_..." or NULL: unsigned */
