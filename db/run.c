@@ -24,7 +24,9 @@ static const struct db_stmt q_steps = {
 	"run_steps",
 	DB_PAGE_SQL(
 		"SELECT jsonb_build_object('step', a.step, 'attempt', a.attempt,"
-		" 'generation', a.generation, 'payload', a.payload, 'signal', a.signal,"
+		" 'generation', a.generation, 'payload',"
+		" coalesce(a.payload, hf_step_payload(a.run_id, a.generation, a.step, NULL,"
+		" (SELECT r.input FROM run r WHERE r.run_id = $1))), 'signal', a.signal,"
 		" 'started_at', hf_ts(a.started_at), 'finished_at', hf_ts(a.finished_at),"
 		" 'duration_ms', hf_ms(a.finished_at) - hf_ms(a.started_at),"
 		" 'result', a.result, 'http_status', a.http_status, 'error', a.error)::text"

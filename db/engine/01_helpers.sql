@@ -20,6 +20,22 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT sha256(convert_to(coalesce(p, 'null'::jsonb)::text, 'UTF8'))
 $$;
 
+-- The payload of step p_step of a run's generation p_generation
+-- (migrations/0005_payload_once.sql): the run's own `payload` column when it
+-- holds one (a rerun's or a redrive's, or a run queued by an earlier
+-- release), else step 0's is the run's input and a later step's the output
+-- of the attempt that continued into it.
+CREATE FUNCTION hf_step_payload(p_run_id text, p_generation integer, p_step integer,
+				p_payload jsonb, p_input jsonb) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT CASE WHEN p_payload IS NOT NULL THEN p_payload
+		    WHEN p_step = 0 THEN p_input
+		    ELSE (SELECT a.output FROM step_attempt a
+			  WHERE a.run_id = p_run_id AND a.generation = p_generation
+			    AND a.step = p_step - 1 AND a.result = 'continue'
+			  ORDER BY a.attempt DESC LIMIT 1) END
+$$;
+
 -- Serialises everything that registers, delivers or times out a wait on key k.
 CREATE FUNCTION hf_lock_key(k text) RETURNS void
 LANGUAGE sql AS $$

@@ -35,9 +35,9 @@ BEGIN
 		RETURN 'workflow_not_found';
 	END IF;
 	st := hf_queue_state(due);
-	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, payload, headers,
+	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key)
-	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash, p_input,
+	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
 		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key)

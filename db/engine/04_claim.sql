@@ -56,7 +56,8 @@ BEGIN
 		FROM workflow w
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
 		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
-			r.max_attempts, r.generation, r.payload, r.headers, r.signal, r.group_id,
+			r.max_attempts, r.generation,
+			hf_step_payload(r.run_id, r.generation, r.step, r.payload, r.input), r.headers, r.signal, r.group_id,
 			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
 			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
 			hf_ms(now()),
@@ -65,7 +66,8 @@ BEGIN
 							  'age_ms', hf_ms(now()) - hf_ms(so.stored_at))
 				FROM step_output so WHERE so.run_id = r.run_id
 				  AND so.generation = r.generation AND so.step = r.step
-				  AND so.payload_hash = hf_payload_hash(r.payload)) END,
+				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
+					r.generation, r.step, r.payload, r.input))) END,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	ELSE

@@ -152,7 +152,8 @@ BEGIN
 				       WHEN d.res = 'interrupted' AND NOT d.ext_cancel THEN rr.attempt - 1
 				       ELSE rr.attempt END,
 			job_id = CASE WHEN d.advance THEN hf_new_id() ELSE rr.job_id END,
-			payload = CASE WHEN d.advance THEN coalesce(d.payload, 'null') ELSE rr.payload END,
+			-- the next step's payload is this attempt's output (hist)
+			payload = CASE WHEN d.advance THEN NULL ELSE rr.payload END,
 			signal = CASE WHEN NOT d.advance THEN rr.signal
 				      WHEN d.buffered THEN jsonb_build_object(
 					'status', 'delivered', 'payload', waits->(d.ord::text)->'signal') END,
@@ -176,6 +177,7 @@ BEGIN
 		RETURNING d.ord, d.rid, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, rr.status AS st, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
+			  CASE WHEN d.advance THEN coalesce(d.payload, 'null') END AS output,
 			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
 				(SELECT w.callback_url FROM workflow w WHERE w.name = rr.workflow)) END
 				AS cb_url,
@@ -184,9 +186,9 @@ BEGIN
 			       THEN d.err END AS hist_err),
 	hist AS (
 		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
-					  signal, started_at, result, http_status, error)
+					  signal, started_at, result, http_status, error, output)
 		SELECT u.rid, u.o_generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
-		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err
+		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err, u.output
 		FROM u WHERE u.hist IS NOT NULL)
 	SELECT array_agg(u.ord), array_agg(u.rid), array_agg(u.st),
 	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.has_kv),
@@ -204,7 +206,8 @@ BEGIN
 		INSERT INTO dead_letter (id, kind, run_id, workflow, generation, step, attempts,
 					 last_error, last_http_status, payload)
 		SELECT a.job_id, 'step', a.run_id, r.workflow, a.generation, a.step, a.attempt,
-		       a.error, a.http_status, a.payload
+		       a.error, a.http_status,
+		       hf_step_payload(r.run_id, r.generation, r.step, r.payload, r.input)
 		FROM run r JOIN step_attempt a ON a.run_id = r.run_id AND a.generation = r.generation
 		     AND a.step = r.step AND a.attempt = r.attempt
 		WHERE r.run_id = ANY (dead)
@@ -360,7 +363,9 @@ DECLARE
 	n integer;
 BEGIN
 	INSERT INTO step_output (run_id, generation, step, payload_hash, outcome)
-	SELECT r.run_id, r.generation, r.step, hf_payload_hash(r.payload), x.outcome
+	SELECT r.run_id, r.generation, r.step,
+	       hf_payload_hash(hf_step_payload(r.run_id, r.generation, r.step, r.payload, r.input)),
+	       x.outcome
 	FROM jsonb_to_recordset(p_items) AS x(run_id text, claim_token bigint, outcome jsonb)
 	JOIN run r ON r.run_id = x.run_id AND r.claim_token = x.claim_token
 	ON CONFLICT (run_id, generation, step, payload_hash) DO NOTHING;

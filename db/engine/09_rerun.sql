@@ -40,17 +40,22 @@ BEGIN
 	IF p_from_step = 0 THEN
 		pl := CASE WHEN p_input_hash IS NOT NULL THEN p_input ELSE r.input END;
 		IF p_input_hash IS NOT NULL THEN
+			-- The history read step 0's payload from the input: keep the
+			-- one its attempts received.
+			UPDATE step_attempt a SET payload = r.input
+			WHERE a.run_id = r.run_id AND a.step = 0 AND a.payload IS NULL;
 			UPDATE run SET input = p_input, input_hash = p_input_hash WHERE run_id = r.run_id;
 		END IF;
 	ELSE
-		SELECT a.payload INTO pl FROM step_attempt a
+		SELECT coalesce(a.payload, hf_step_payload(a.run_id, a.generation, a.step, NULL, r.input))
+		INTO pl FROM step_attempt a
 		WHERE a.run_id = r.run_id AND a.step = p_from_step
 		ORDER BY a.generation DESC, a.id DESC LIMIT 1;
 		IF NOT FOUND THEN
 			IF r.step <> p_from_step THEN
 				RETURN 'step_not_reached';
 			END IF;
-			pl := r.payload;
+			pl := hf_step_payload(r.run_id, r.generation, r.step, r.payload, r.input);
 		END IF;
 	END IF;
 	PERFORM hf_restart(r, p_from_step, pl);

@@ -44,10 +44,10 @@ BEGIN
 	END IF;
 
 	-- New member runs, in one statement.
-	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, payload, headers,
+	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, seq, next_at, group_id, group_key)
 	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
-		decode(x.m->>'input_hash', 'hex'), x.m->'input', coalesce(x.m->'headers', '{}'),
+		decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
 		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
 		nextval('hf_seq'), now(), p_group_id, x.m->>'key'
 	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)

@@ -1,0 +1,103 @@
+"""Payloads stored once (issue 13, item 3; migrations/0005_payload_once.sql):
+a step's payload is written once (step 0's is the run's input, a later step's
+the output of the attempt that continued into it), the history still shows
+every attempt's payload, reruns and dead letters still find it, and large
+values are compressed with lz4."""
+
+import secrets
+
+from harness import Reply, cont, succeed
+
+# The jsonb columns that can hold a payload or a value derived from one.
+COLUMNS = [("run", "input"), ("run", "payload"), ("run", "signal"), ("run", "result"),
+           ("step_attempt", "payload"), ("step_attempt", "output"), ("step_attempt", "signal"),
+           ("callback", "body"), ("dead_letter", "payload"), ("step_output", "outcome")]
+
+
+def marked(n):
+    """A payload that is found by its marker and does not compress."""
+    return {"m": "marker-%d-%s" % (n, secrets.token_hex(8)), "noise": secrets.token_hex(2000)}
+
+
+def copies(db, marker):
+    """How many stored values in the whole database contain `marker`."""
+    total = 0
+    for table, column in COLUMNS:
+        total += int(db.scalar("SELECT count(*) FROM %s WHERE %s::text LIKE '%%%s%%'"
+                               % (table, column, marker)))
+    return total
+
+
+def test_each_payload_is_stored_once_and_every_attempt_still_shows_it(api, db, webhook):
+    p0, p1, p2 = marked(0), marked(1), marked(2)
+    seen = {}
+
+    def handler(req):
+        seen.setdefault((req.step, req.attempt), req.field("payload"))
+        if req.step == 0:
+            return cont(p1)
+        if req.step == 1 and req.attempt == 1:
+            return Reply(503, {"error": "busy"})
+        if req.step == 1:
+            return cont(p2)
+        return succeed({"done": True})
+
+    webhook.route("/steps", handler)
+    api.put_workflow("once", webhook.url())
+    run = api.submit("once", input=p0)
+    assert api.wait_terminal(run["run_id"])["status"] == "succeeded"
+
+    # The webhook got each step's payload, on the retry too.
+    assert seen == {(0, 1): p0, (1, 1): p1, (1, 2): p1, (2, 1): p2}
+    # The history shows the payload of every attempt.
+    hist = [(s["step"], s["attempt"], s["payload"]) for s in api.steps(run["run_id"])]
+    assert hist == [(0, 1, p0), (1, 1, p1), (1, 2, p1), (2, 1, p2)]
+    # And each payload is stored once.
+    for p in (p0, p1, p2):
+        assert copies(db, p["m"]) == 1, p["m"]
+
+
+def test_a_rerun_finds_each_steps_payload_and_keeps_the_earlier_history(api, db, webhook):
+    p0, p1, p2 = marked(0), marked(1), marked(2)
+    webhook.route("/steps", lambda req: cont(p1) if req.step == 0 else cont(p2) if req.step == 1
+                  else succeed({"got": req.field("payload")["m"]}))
+    api.put_workflow("rerun-once", webhook.url())
+    rid = api.submit("rerun-once", input=p0)["run_id"]
+    assert api.wait_terminal(rid)["result"] == {"got": p2["m"]}
+
+    # From step 2: that step's payload, read from step 1's output.
+    r = api.post("/v1/runs/%s/rerun" % rid, {"from_step": 2})
+    assert r.status == 201, r
+    assert api.wait_terminal(rid)["result"] == {"got": p2["m"]}
+    calls = [q for q in webhook.requests("/steps", run_id=rid) if q.step == 2]
+    assert [q.field("payload") for q in calls] == [p2, p2]
+
+    # From step 0 with a new input: the first generation's history keeps the
+    # input its attempts received.
+    new_input = marked(3)
+    r = api.post("/v1/runs/%s/rerun" % rid, {"from_step": 0, "input": new_input})
+    assert r.status == 201, r
+    assert api.wait_terminal(rid)["status"] == "succeeded"
+    step0 = {s["generation"]: s["payload"] for s in api.steps(rid) if s["step"] == 0}
+    assert step0 == {1: p0, 3: new_input}, sorted(step0)
+
+
+def test_a_dead_step_keeps_its_payload_in_the_dead_letter(api, db, webhook):
+    p1 = marked(1)
+    webhook.route("/steps", lambda req: cont(p1) if req.step == 0 else Reply(400, {"error": "no"}))
+    api.put_workflow("dead-once", webhook.url())
+    rid = api.submit("dead-once", input={"start": True})["run_id"]
+    assert api.wait_terminal(rid)["status"] == "failed"
+    dead = api.get("/v1/dead-letters").body["dead_letters"]
+    assert [(d["run_id"], d["step"], d["payload"]) for d in dead] == [(rid, 1, p1)]
+
+
+def test_large_values_are_compressed_with_lz4(api, db, webhook):
+    big = {"text": "compressible " * 2000}
+    webhook.route("/steps", lambda req: cont(big) if req.step == 0 else succeed(None))
+    api.put_workflow("lz4", webhook.url())
+    rid = api.submit("lz4", input=big)["run_id"]
+    assert api.wait_terminal(rid)["status"] == "succeeded"
+    assert db.scalar("SELECT pg_column_compression(input) FROM run WHERE run_id = '%s'" % rid) == "lz4"
+    assert db.scalar("SELECT pg_column_compression(output) FROM step_attempt "
+                     "WHERE run_id = '%s' AND step = 0" % rid) == "lz4"
