@@ -183,7 +183,9 @@ fuzz-smoke:
 	@tests/fuzz/run.sh 5
 
 # The benchmark (tests/bench, BENCHMARKS.md): a throwaway durable PostgreSQL, a C
-# webhook and a C load generator; prints one table of figures against targets.
+# webhook and a C load generator; prints one table of figures against targets
+# and draws the charts (gnuplot) into build/bench/charts/; BENCH_SWEEP=1 adds
+# the cost sweeps, BENCH_SAVE_CHARTS=1 copies the charts to docs/bench/.
 # `make bench-smoke` (part of make test) is a small version that only fails on
 # correctness: runs lost or a step settled twice.
 bench: deps all

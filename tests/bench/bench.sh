@@ -24,19 +24,30 @@
 # target, ratio to pgbench, PASS/FAIL. Missed performance targets are reported
 # but do not fail; a correctness failure exits 1.
 #
+# It then writes the data of the charts into $BENCH_OUT (latency.dat,
+# latency_dist.dat and, with BENCH_SWEEP=1, sweep_steps.dat, sweep_payload.dat,
+# sweep_inflight.dat; gnuplot-readable, columns named in a header comment) and
+# draws them as PNGs in $BENCH_OUT/charts/ with tests/bench/charts.sh (which
+# also draws sweep_kept.dat and soak.dat when present, and can be re-run on
+# the data alone). Without gnuplot it says so and draws nothing.
+#
 # The shared parts (build, cluster, webhook, hookflow instances, the throughput
-# scenario and the SQL checks) are in tests/bench/lib.sh.
+# scenario and the SQL checks) are in tests/bench/lib.sh, which soak.sh uses too.
 #
 # Environment:
 #   BENCH_SCALE=full|smoke   full (default) or the quick smoke version (50 runs of
 #                            1 and 3 steps, 200 in flight, short pgbench, no
 #                            performance verdicts; under 30 s on an idle machine)
 #   BENCH_SWEEP=1            also run the cost sweeps (runs, steps, payload size,
-#                            in-flight calls) recorded in BENCHMARKS.md
+#                            in-flight calls; points in SWEEP_* below) recorded
+#                            in BENCHMARKS.md and drawn as charts
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements
 #                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
-#   BENCH_OUT=DIR            where results.txt/results.env go (build/bench)
+#   BENCH_OUT=DIR            where results.txt/results.env, the .dat files and
+#                            charts/ go (build/bench)
+#   BENCH_SAVE_CHARTS=1      also copy the charts to docs/bench/ (committed with
+#                            BENCHMARKS.md)
 #   BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS   passed to hookflow as
 #                            HOOKFLOW_HTTP_THREADS/DB_POOL/WORKERS when set
 #   BENCH_PG_BIN             PostgreSQL binaries (/usr/lib/postgresql/15/bin)
@@ -73,7 +84,18 @@ smoke)
 	;;
 esac
 
+# The sweeps' points (BENCH_SWEEP=1), each on a fresh database and instance;
+# charts.sh draws them. 500 runs a point, of 10 steps for the payload sweep.
+SWEEP_RUNS=(500 2000 8000)
+SWEEP_STEPS=(1 3 10 30)
+SWEEP_PAYLOAD=(100 1024 10240 102400)
+SWEEP_INFLIGHT=(1000 2000 5000 10000)
+SWEEP_DELAY_MS=2000
+
 bench_setup
+# The data files this run writes for the charts: none left from an earlier run.
+rm -f "$out"/latency.dat "$out"/latency_dist.dat "$out"/sweep_steps.dat \
+	"$out"/sweep_payload.dat "$out"/sweep_inflight.dat
 
 # ---- scenarios --------------------------------------------------------------------
 
@@ -86,10 +108,14 @@ latency() {
 	put_workflow "$hf_port" "w$LAT_STEPS" "n=$LAT_STEPS"
 	checkpoint
 	say "latency: $LAT_N sequential runs of 1 step, then of $LAT_STEPS steps"
-	loadgen latency -u "127.0.0.1:$hf_port" -w w1 -n "$LAT_N" -p lat1 -d "$(conninfo "$db")" || rc=$?
+	loadgen latency -u "127.0.0.1:$hf_port" -w w1 -n "$LAT_N" -p lat1 -d "$(conninfo "$db")" \
+		-o "$work/latency_1.raw" || rc=$?
 	R[l1_p50]=${lg_p50_ms:-0} R[l1_p99]=${lg_p99_ms:-0} R[l1_server_p50]=${lg_server_p50_ms:-0}
-	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" || rc=$?
+	R[l1_p90]=${lg_p90_ms:-0} R[l1_max]=${lg_max_ms:-0}
+	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" \
+		-o "$work/latency_n.raw" || rc=$?
 	R[l10_p50]=${lg_p50_ms:-0} R[l10_p99]=${lg_p99_ms:-0} R[l10_server_p50]=${lg_server_p50_ms:-0}
+	R[l10_p90]=${lg_p90_ms:-0} R[l10_max]=${lg_max_ms:-0}
 	stop_hookflow "$pid" latency
 	((rc == 0)) || failures+=("latency: some runs did not succeed")
 }
@@ -218,10 +244,10 @@ for f in hf_us pg_us wh_us lg_us other_pct; do
 done
 
 if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
-	for n in 500 2000 8000; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
-	for s in 1 10 30; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
-	for b in 100 10240 102400; do throughput "sweep_payload" 500 10 "sw_payload_$b" 1 "$b"; done
-	for n in 1000 5000 10000; do inflight "$n" 2000 "sw_inflight_$n"; done
+	for n in "${SWEEP_RUNS[@]}"; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
+	for s in "${SWEEP_STEPS[@]}"; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
+	for b in "${SWEEP_PAYLOAD[@]}"; do throughput "sweep_payload" 500 10 "sw_payload_$b" 1 "$b"; done
+	for n in "${SWEEP_INFLIGHT[@]}"; do inflight "$n" "$SWEEP_DELAY_MS" "sw_inflight_$n"; done
 fi
 t_total=$((($(now_ms) - t_start) / 1000))
 
@@ -262,17 +288,13 @@ v4=$(verdict target4)
 v6=$(verdict ge "$scale_ratio" 0.95)
 dups=PASS
 ((${#failures[@]} == 0)) || dups=FAIL
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=
-if git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then
-	dirty=+dirty
-fi
+commit=$(bench_commit)
 
 default_workers=$(($(nproc) / 2))
 ((default_workers >= 1)) || default_workers=1
 {
 	echo
-	echo "hookflow bench ($scale) at $commit$dirty, $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "hookflow bench ($scale) at $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), PostgreSQL $pgver (fsync=on, synchronous_commit=on), $(gcc --version | head -1)"
 	echo "load average before the bench: $load0 (other work on the machine skews every figure)${BENCH_NICE:+; run at nice $BENCH_NICE}"
 	echo "hookflow: workers=${BENCH_WORKERS:-$default_workers (default: CPUs / 2)} http_threads=${BENCH_HTTP_THREADS:-4} db_pool=${BENCH_DB_POOL:-8}; loadgen: $SUBMIT_CONNS keep-alive connections; total ${t_total}s"
@@ -306,20 +328,21 @@ default_workers=$(($(nproc) / 2))
 	echo
 	if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 		echo "sweeps (fresh database and instance per point):"
-		for n in 500 2000 8000; do
+		for n in "${SWEEP_RUNS[@]}"; do
 			printf '  runs %-6s 1 step     : %6s runs/s  submit %6s/s  rss %4s MiB\n' "$n" \
 				"${R[sw_runs_${n}_runs_per_s]}" "${R[sw_runs_${n}_submit_rate]}" "${R[sw_runs_${n}_rss_mib]}"
 		done
-		for s in 1 10 30; do
+		for s in "${SWEEP_STEPS[@]}"; do
 			printf '  steps %-5s 500 runs   : %6s transitions/s  %6s runs/s  %5s B/step in db\n' "$s" \
 				"${R[sw_steps_${s}_steps_per_s]}" "${R[sw_steps_${s}_runs_per_s]}" "${R[sw_steps_${s}_bytes_per_step]}"
 		done
-		for b in 100 10240 102400; do
+		for b in "${SWEEP_PAYLOAD[@]}"; do
 			printf '  payload %-7s 500x10 : %6s transitions/s  rss %4s MiB  %8s B/step in db\n' "$b" \
 				"${R[sw_payload_${b}_steps_per_s]}" "${R[sw_payload_${b}_rss_mib]}" "${R[sw_payload_${b}_bytes_per_step]}"
 		done
-		for n in 1000 5000 10000; do
-			printf '  in flight %-6s 2 s   : peak rss %4s MiB (idle %s)  done %s s after due  peak at webhook %s\n' "$n" \
+		for n in "${SWEEP_INFLIGHT[@]}"; do
+			printf '  in flight %-6s %-4s : peak rss %4s MiB (idle %s)  done %s s after due  peak at webhook %s\n' "$n" \
+				"$((SWEEP_DELAY_MS / 1000)) s" \
 				"${R[sw_inflight_${n}_rss_mib]}" "${R[sw_inflight_${n}_idle_rss_mib]}" \
 				"${R[sw_inflight_${n}_done_s]}" "${R[sw_inflight_${n}_peak_pending]}"
 		done
@@ -333,12 +356,65 @@ default_workers=$(($(nproc) / 2))
 } | tee "$out/results.txt"
 
 {
-	echo "commit=$commit$dirty"
+	echo "commit=$commit"
 	echo "scale=$scale"
 	for k in $(printf '%s\n' "${!R[@]}" | sort); do
 		echo "$k=${R[$k]}"
 	done
 } >"$out/results.env"
+
+# ---- data for the charts (charts.sh) -----------------------------------------------
+
+stamp=$(dat_stamp)
+{
+	echo "# hookflow idle latency, one run at a time: from just before the POST to the"
+	echo "# terminal answer of the long-poll (GET /v1/runs/{id}?wait_ms), $LAT_N runs each"
+	echo "$stamp"
+	echo "# params: runs=$LAT_N"
+	echo "# steps p50_ms p90_ms p99_ms max_ms"
+	echo "1 ${R[l1_p50]} ${R[l1_p90]} ${R[l1_p99]} ${R[l1_max]}"
+	echo "$LAT_STEPS ${R[l10_p50]} ${R[l10_p90]} ${R[l10_p99]} ${R[l10_max]}"
+} >"$out/latency.dat"
+if [[ -s "$work/latency_1.raw" && -s "$work/latency_n.raw" ]]; then
+	{
+		echo "# hookflow idle latency distribution: the same runs as latency.dat, each"
+		echo "# column sorted; percentile = 100 * (rank - 0.5) / runs"
+		echo "$stamp"
+		echo "# params: steps_a=1 steps_b=$LAT_STEPS"
+		echo "# percentile latency_ms_1_step latency_ms_${LAT_STEPS}_steps"
+		paste -d ' ' "$work/latency_1.raw" "$work/latency_n.raw" |
+			awk -v n="$(wc -l <"$work/latency_1.raw")" '{ printf "%.3f %s %s\n", 100 * (NR - 0.5) / n, $1, $2 }'
+	} >"$out/latency_dist.dat"
+fi
+if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
+	{
+		echo "# hookflow throughput against steps per run: 500 runs, one instance, fresh database"
+		echo "$stamp"
+		echo "# params: pgbench_tps=$tps"
+		echo "# steps_per_run transitions_per_s runs_per_s db_bytes_per_step"
+		for s in "${SWEEP_STEPS[@]}"; do
+			echo "$s ${R[sw_steps_${s}_steps_per_s]} ${R[sw_steps_${s}_runs_per_s]} ${R[sw_steps_${s}_bytes_per_step]}"
+		done
+	} >"$out/sweep_steps.dat"
+	{
+		echo "# hookflow throughput against payload size: 500 runs x 10 steps, incompressible input"
+		echo "$stamp"
+		echo "# payload_bytes transitions_per_s peak_rss_mib db_bytes_per_step"
+		for b in "${SWEEP_PAYLOAD[@]}"; do
+			echo "$b ${R[sw_payload_${b}_steps_per_s]} ${R[sw_payload_${b}_rss_mib]} ${R[sw_payload_${b}_bytes_per_step]}"
+		done
+	} >"$out/sweep_payload.dat"
+	{
+		echo "# hookflow calls in flight: N 1-step runs all due at once, the webhook answering"
+		echo "# each after delay_ms; drain_s: from when they came due until the last ended"
+		echo "$stamp"
+		echo "# calls peak_rss_mib idle_rss_mib drain_s delay_ms peak_at_webhook"
+		for n in "${SWEEP_INFLIGHT[@]}"; do
+			echo "$n ${R[sw_inflight_${n}_rss_mib]} ${R[sw_inflight_${n}_idle_rss_mib]} ${R[sw_inflight_${n}_done_s]} $SWEEP_DELAY_MS ${R[sw_inflight_${n}_peak_pending]}"
+		done
+	} >"$out/sweep_inflight.dat"
+fi
+draw_charts
 
 ((${#failures[@]} == 0)) || die "correctness failures (above)"
 say "done in ${t_total}s; results in $out/results.txt"

@@ -58,6 +58,32 @@ bench_build() {
 	[[ -x "$pgbin/initdb" ]] || die "no PostgreSQL server binaries in $pgbin (scripts/deps.sh installs postgresql-15)"
 }
 
+# bench_commit: the commit measured, +dirty when tracked files differ from it.
+bench_commit() {
+	local c
+	c=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	if git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then
+		c+=+dirty
+	fi
+	echo "$c"
+}
+
+# dat_stamp: the line that the data files for charts carry (charts.sh prints it
+# in a corner of each chart).
+dat_stamp() {
+	echo "# run: hookflow $(bench_commit), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, PostgreSQL ${pgver:-?}"
+}
+
+# draw_charts: the PNG charts of every data file in $out (tests/bench/charts.sh),
+# unless gnuplot is missing.
+draw_charts() {
+	if ! command -v gnuplot >/dev/null 2>&1; then
+		say "gnuplot not found: no charts drawn (Debian: gnuplot-nox, in scripts/deps.sh)"
+		return 0
+	fi
+	"$root/tests/bench/charts.sh" "$out"
+}
+
 # ---- processes and clean-up --------------------------------------------------
 
 pids=()     # every background process we started

@@ -14,11 +14,12 @@
  *       claimable at once (the in-flight test).
  *
  *   loadgen latency -u HOST:PORT -w WORKFLOW -n COUNT [-W WARMUP] [-p PREFIX]
- *                   [-d CONNINFO]
+ *                   [-d CONNINFO] [-o FILE]
  *       Idle latency: one run at a time, POST /v1/runs then GET
  *       /v1/runs/{id}?wait_ms=30000 on the same connection; the latency is from
  *       just before the POST is written to the terminal answer. With -d it also
- *       reports the server's own view, finished_at - created_at.
+ *       reports the server's own view, finished_at - created_at. With -o it
+ *       writes every latency (ms, sorted, one a line) to FILE.
  *
  * Results go to stdout as key=value lines; progress and errors to stderr.
  * Exit status: 0 when every run was accepted (and, with -d, ended succeeded),
@@ -59,7 +60,8 @@ static int nconns = 64;
 static long input_bytes;
 static int timeout_s = 300;
 static int warmup = 5;
-static long due_ms = -1; /* -D: every run due at submit start + due_ms */
+static long due_ms = -1;    /* -D: every run due at submit start + due_ms */
+static const char *outfile; /* -o: raw latencies (latency) */
 static int64_t start_us;
 static char *pad; /* input padding, input_bytes long */
 
@@ -573,6 +575,16 @@ static int cmd_latency(void)
 	       "%.2f\n",
 	       n, bad, pct(lat, n, 0.50), pct(lat, n, 0.90), pct(lat, n, 0.99), pct(lat, n, 1.0),
 	       n ? sum / (double)n / 1000.0 : 0);
+	if (outfile != NULL) {
+		FILE *f = fopen(outfile, "w");
+		if (f == NULL) {
+			perror(outfile);
+			return 1;
+		}
+		for (long i = 0; i < n; i++)
+			fprintf(f, "%.3f\n", (double)lat[i] / 1000.0);
+		fclose(f);
+	}
 	if (conninfo != NULL) {
 		PGconn *pg = db_open();
 		char sql[512];
@@ -627,7 +639,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	optind = 2;
 	int opt;
-	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:")) != -1) {
+	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:o:")) != -1) {
 		switch (opt) {
 		case 'u':
 			parse_targets(optarg);
@@ -658,6 +670,9 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			due_ms = atol(optarg);
+			break;
+		case 'o':
+			outfile = optarg;
 			break;
 		default:
 			die("unknown option");
