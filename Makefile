@@ -39,7 +39,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
 .PHONY: check lint format format-check layers migrations-check examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
-        bench-smoke chaos chaos-short deps clean migrate
+        bench-smoke soak chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
 
@@ -183,7 +183,9 @@ fuzz-smoke:
 	@tests/fuzz/run.sh 5
 
 # The benchmark (tests/bench, BENCHMARKS.md): a throwaway durable PostgreSQL, a C
-# webhook and a C load generator; prints one table of figures against targets.
+# webhook and a C load generator; prints one table of figures against targets
+# and draws the charts (gnuplot) into build/bench/charts/; BENCH_SWEEP=1 adds
+# the cost sweeps, BENCH_SAVE_CHARTS=1 copies the charts to docs/bench/.
 # `make bench-smoke` (part of make test) is a small version that only fails on
 # correctness: runs lost or a step settled twice.
 bench: deps all
@@ -191,6 +193,14 @@ bench: deps all
 
 bench-smoke: all
 	@BENCH_SCALE=smoke tests/bench/bench.sh
+
+# The soak (tests/bench/soak.sh): 10 minutes of 10-step runs submitted open
+# loop at 70% of the measured peak, with HOOKFLOW_RETENTION_MS set so that old
+# runs are deleted as new ones come; compares the first and the last minute
+# (throughput, p99, database size, RSS) and draws build/bench/charts/soak.png.
+# Fails only on correctness. SOAK_SECONDS, SOAK_RATE: see the script.
+soak: deps all
+	@tests/bench/soak.sh
 
 # The chaos test (tests/chaos): runs of 5 steps while hookflow is SIGKILLed and
 # restarted, PostgreSQL is restarted under it and the webhook answers 500s,

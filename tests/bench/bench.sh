@@ -24,16 +24,30 @@
 # target, ratio to pgbench, PASS/FAIL. Missed performance targets are reported
 # but do not fail; a correctness failure exits 1.
 #
+# It then writes the data of the charts into $BENCH_OUT (latency.dat,
+# latency_dist.dat and, with BENCH_SWEEP=1, sweep_steps.dat, sweep_payload.dat,
+# sweep_inflight.dat; gnuplot-readable, columns named in a header comment) and
+# draws them as PNGs in $BENCH_OUT/charts/ with tests/bench/charts.sh (which
+# also draws sweep_kept.dat and soak.dat when present, and can be re-run on
+# the data alone). Without gnuplot it says so and draws nothing.
+#
+# The shared parts (build, cluster, webhook, hookflow instances, the throughput
+# scenario and the SQL checks) are in tests/bench/lib.sh, which soak.sh uses too.
+#
 # Environment:
 #   BENCH_SCALE=full|smoke   full (default) or the quick smoke version (50 runs of
 #                            1 and 3 steps, 200 in flight, short pgbench, no
 #                            performance verdicts; under 30 s on an idle machine)
 #   BENCH_SWEEP=1            also run the cost sweeps (runs, steps, payload size,
-#                            in-flight calls) recorded in BENCHMARKS.md
+#                            in-flight calls; points in SWEEP_* below) recorded
+#                            in BENCHMARKS.md and drawn as charts
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements
 #                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
-#   BENCH_OUT=DIR            where results.txt/results.env go (build/bench)
+#   BENCH_OUT=DIR            where results.txt/results.env, the .dat files and
+#                            charts/ go (build/bench)
+#   BENCH_SAVE_CHARTS=1      also copy the charts to docs/bench/ (committed with
+#                            BENCHMARKS.md)
 #   BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS   passed to hookflow as
 #                            HOOKFLOW_HTTP_THREADS/DB_POOL/WORKERS when set
 #   BENCH_PG_BIN             PostgreSQL binaries (/usr/lib/postgresql/15/bin)
@@ -47,14 +61,11 @@
 set -euo pipefail
 shopt -s inherit_errexit
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+me=bench
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 scale=${BENCH_SCALE:-full}
-pgbin=${BENCH_PG_BIN:-/usr/lib/postgresql/15/bin}
-out=${BENCH_OUT:-$root/build/bench}
-bin=$root/build/hookflow
-tools=$root/build/bench
 
 case "$scale" in
 full)
@@ -73,360 +84,20 @@ smoke)
 	;;
 esac
 
-t0_ms=$(date +%s%3N)
-say() { printf 'bench: [%5.1fs] %s\n' "$((($(date +%s%3N) - t0_ms) / 100))e-1" "$*" >&2; }
-die() {
-	printf 'bench: FAIL: %s\n' "$*" >&2
-	exit 1
-}
-now_ms() { date +%s%3N; }
+# The sweeps' points (BENCH_SWEEP=1), each on a fresh database and instance;
+# charts.sh draws them. 500 runs a point, of 10 steps for the payload sweep.
+SWEEP_RUNS=(500 2000 8000)
+SWEEP_STEPS=(1 3 10 30)
+SWEEP_PAYLOAD=(100 1024 10240 102400)
+SWEEP_INFLIGHT=(1000 2000 5000 10000)
+SWEEP_DELAY_MS=2000
 
-# ---- build -------------------------------------------------------------------
-
-if [[ -n "${BENCH_NICE:-}" ]]; then
-	renice -n "$BENCH_NICE" -p $$ >/dev/null || die "renice $BENCH_NICE failed"
-fi
-
-say "building hookflow and the bench tools"
-make --no-print-directory -s all >&2
-mkdir -p "$tools" "$out"
-ccflags=(-O2 -g -std=c11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes
-	-Wmissing-prototypes -Wvla)
-gcc "${ccflags[@]}" -pthread -o "$tools/webhook" tests/bench/webhook.c
-# shellcheck disable=SC2046 # pkg-config output is meant to split
-gcc "${ccflags[@]}" $(pkg-config --cflags libpq) -o "$tools/loadgen" tests/bench/loadgen.c \
-	$(pkg-config --libs libpq)
-
-[[ -x "$pgbin/initdb" ]] || die "no PostgreSQL server binaries in $pgbin (scripts/deps.sh installs postgresql-15)"
-
-# ---- processes and clean-up --------------------------------------------------
-
-work=$(mktemp -d /tmp/hookflow-bench.XXXXXX)
-chmod 755 "$work"
-pids=()     # every background process we started
-pg_up=0
-
-if [[ "$(id -u)" -eq 0 ]]; then
-	pguser=hookflow
-	if ! id -u "$pguser" >/dev/null 2>&1; then
-		useradd --system --no-create-home --shell /usr/sbin/nologin "$pguser"
-	fi
-	as_pg() { (cd / && runuser -u "$pguser" -- "$@"); }
-else
-	pguser=$(id -un)
-	as_pg() { (cd / && "$@"); }
-fi
-
-# stop_pid PID SECONDS: SIGTERM, wait up to SECONDS, then SIGKILL. Returns 0 if
-# it exited by itself within the time.
-stop_pid() {
-	local pid=$1 secs=$2 deadline
-	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-	kill -TERM "$pid" 2>/dev/null || true
-	deadline=$(($(now_ms) + secs * 1000))
-	while kill -0 "$pid" 2>/dev/null; do
-		if (($(now_ms) > deadline)); then
-			kill -KILL "$pid" 2>/dev/null || true
-			wait "$pid" 2>/dev/null || true
-			return 1
-		fi
-		sleep 0.05
-	done
-	wait "$pid" 2>/dev/null || true
-	return 0
-}
-
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	for pid in "${pids[@]}"; do
-		stop_pid "$pid" 5 || true
-	done
-	if [[ "$pg_up" = 1 ]]; then
-		as_pg "$pgbin/pg_ctl" stop -D "$work/pgdata" -m immediate -w >/dev/null 2>&1 || true
-	fi
-	if [[ "${BENCH_KEEP:-}" = 1 || $rc -ne 0 ]]; then
-		say "logs and cluster kept in $work"
-		if [[ $rc -ne 0 ]]; then
-			for f in "$work"/*.log; do
-				[[ -s "$f" ]] || continue
-				echo "---- tail of $f" >&2
-				tail -n 15 "$f" >&2
-			done
-		fi
-	else
-		rm -rf "$work"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# wait_for DESCRIPTION SECONDS COMMAND...: runs COMMAND until it succeeds.
-wait_for() {
-	local what=$1 secs=$2 deadline
-	shift 2
-	deadline=$(($(now_ms) + secs * 1000))
-	until "$@" >/dev/null 2>&1; do
-		(($(now_ms) < deadline)) || die "timed out after ${secs}s waiting for $what"
-		sleep 0.05
-	done
-}
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# free_port: sets the global port to a free TCP port on 127.0.0.1.
-next_port=18180
-free_port() {
-	while ! port_free "$next_port"; do
-		next_port=$((next_port + 1))
-		((next_port < 19000)) || die "no free port in 18180..18999"
-	done
-	port=$next_port
-	next_port=$((next_port + 1))
-}
-
-# ---- PostgreSQL ----------------------------------------------------------------
-
-say "initdb a throwaway cluster in $work/pgdata"
-mkdir -m 700 "$work/pgdata" "$work/sock"
-[[ "$(id -u)" -eq 0 ]] && chown "$pguser" "$work/pgdata" "$work/sock"
-# --no-sync: the cluster is thrown away; it only skips initdb's final sync
-as_pg "$pgbin/initdb" -D "$work/pgdata" -U bench --auth=trust -E UTF8 --no-locale \
-	--no-instructions --no-sync >"$work/initdb.log" 2>&1 || die "initdb failed (see $work/initdb.log)"
-pgport=5432
-cat >>"$work/pgdata/postgresql.conf" <<EOF
-
-# hookflow bench: unix socket only; durable defaults spelled out
-listen_addresses = ''
-port = $pgport
-unix_socket_directories = '$work/sock'
-fsync = on
-synchronous_commit = on
-full_page_writes = on
-shared_buffers = 256MB
-max_connections = 200
-EOF
-if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
-	printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" \
-		>>"$work/pgdata/postgresql.conf"
-fi
-touch "$work/postgres.log"
-[[ "$(id -u)" -eq 0 ]] && chown "$pguser" "$work/postgres.log"
-pg_up=1
-as_pg "$pgbin/pg_ctl" start -D "$work/pgdata" -l "$work/postgres.log" -w -t 60 >/dev/null ||
-	die "PostgreSQL did not start"
-pgver=$("$pgbin/postgres" --version | awk '{print $3}')
-
-conninfo() { echo "host=$work/sock port=$pgport user=bench dbname=$1"; }
-psql_db() {
-	local db=$1
-	shift
-	"$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -tA -d "$(conninfo "$db")" "$@"
-}
-# Every measured phase starts after a checkpoint, so each pays the same
-# full-page writes and none inherits another's dirty buffers.
-checkpoint() { psql_db postgres -c CHECKPOINT >/dev/null; }
-# fresh_db NAME: creates a new database; sets the global db to its name.
-db_seq=0
-fresh_db() {
-	db_seq=$((db_seq + 1))
-	db="bench_$1_$db_seq"
-	psql_db postgres -c "CREATE DATABASE $db" >/dev/null
-}
-
-# ---- the webhook ----------------------------------------------------------------
-
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-"$tools/webhook" -p 0 -f "$work/webhook.port" 2>"$work/webhook.log" &
-wh_pid=$!
-pids+=("$wh_pid")
-wait_for "the webhook" 10 test -s "$work/webhook.port"
-whport=$(cat "$work/webhook.port")
-wh="http://127.0.0.1:$whport"
-wh_stats() { curl -sf "$wh/stats"; }
-wh_field() { wh_stats | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
-curl -sf -X POST "$wh/stats/reset" >/dev/null
-
-# ---- hookflow ----------------------------------------------------------------------
-
-# start_hookflow NAME DB [VAR=VALUE...]: starts an instance on a free port; sets
-# hf_pid and hf_port.
-start_hookflow() {
-	local name=$1 db=$2
-	shift 2
-	free_port
-	hf_port=$port
-	local envs=(HOOKFLOW_DATABASE_URL="$(conninfo "$db")" HOOKFLOW_LISTEN="127.0.0.1:$hf_port"
-		HOOKFLOW_LOG_LEVEL=warn HOOKFLOW_SHUTDOWN_GRACE_MS=3000)
-	[[ -n "${BENCH_HTTP_THREADS:-}" ]] && envs+=(HOOKFLOW_HTTP_THREADS="$BENCH_HTTP_THREADS")
-	[[ -n "${BENCH_DB_POOL:-}" ]] && envs+=(HOOKFLOW_DB_POOL="$BENCH_DB_POOL")
-	[[ -n "${BENCH_WORKERS:-}" ]] && envs+=(HOOKFLOW_WORKERS="$BENCH_WORKERS")
-	env "${envs[@]}" "$@" "$bin" serve >>"$work/hookflow-$name.log" 2>&1 &
-	hf_pid=$!
-	pids+=("$hf_pid")
-	wait_for "hookflow $name on port $hf_port" 60 curl -sf "http://127.0.0.1:$hf_port/readyz"
-}
-
-# stop_hookflow PID NAME: SIGTERM; it must exit within 15 s.
-stop_hookflow() {
-	stop_pid "$1" 15 || die "hookflow $2 did not exit within 15 s of SIGTERM"
-	local keep=() p
-	for p in "${pids[@]}"; do
-		[[ "$p" = "$1" ]] || keep+=("$p")
-	done
-	pids=("${keep[@]}")
-}
-
-# CPU accounting, in clock ticks: a process, the whole cluster (live children
-# of the postmaster, plus what it reaped), the whole machine (busy time).
-clk_tck=$(getconf CLK_TCK)
-pid_ticks() {
-	local t=0 p
-	for p in "$@"; do
-		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
-	done
-	echo "$t"
-}
-pg_ticks() {
-	local pm
-	pm=$(head -1 "$work/pgdata/postmaster.pid")
-	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |
-		awk -v pm="$pm" '$4 == pm { s += $14 + $15 } $1 == pm { s += $14 + $15 + $16 + $17 } END { print s + 0 }'
-}
-machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-
-# cpu_begin PIDS...: snapshot; cpu_end KEY STEPS PIDS...: sets R[KEY_*] to the CPU
-# microseconds per settled step of hookflow (PIDS), PostgreSQL and the webhook,
-# and the share of the machine's 2 cores used by everything else meanwhile.
-cpu_begin() {
-	cpu_hf0=$(pid_ticks "$@") cpu_pg0=$(pg_ticks) cpu_wh0=$(pid_ticks "$wh_pid")
-	cpu_all0=$(machine_ticks) cpu_t0=$(now_ms)
-}
-cpu_end() {
-	local key=$1 steps=$2
-	shift 2
-	local hf pg whk all ms
-	hf=$(($(pid_ticks "$@") - cpu_hf0)) pg=$(($(pg_ticks) - cpu_pg0))
-	whk=$(($(pid_ticks "$wh_pid") - cpu_wh0)) all=$(($(machine_ticks) - cpu_all0))
-	ms=$(($(now_ms) - cpu_t0))
-	((steps > 0)) || steps=1
-	R[${key}_hf_us]=$((hf * 1000000 / clk_tck / steps))
-	R[${key}_pg_us]=$((pg * 1000000 / clk_tck / steps))
-	R[${key}_wh_us]=$((whk * 1000000 / clk_tck / steps))
-	# everything else: whatever else runs on the machine
-	R[${key}_lg_us]=$((${lg_cpu_ms:-0} * 1000 / steps))
-	R[${key}_other_pct]=$(awk -v o="$((all - hf - pg - whk - ${lg_cpu_ms:-0} * clk_tck / 1000))" -v t="$clk_tck" -v ms="$ms" -v n="$(nproc)" \
-		'BEGIN { v = ms > 0 ? 100 * (o / t) / (ms / 1000) / n : 0; printf "%.0f", v < 0 ? 0 : v }')
-}
-
-vmhwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
-vmrss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-
-# put_workflow PORT NAME QUERY [TIMEOUT_MS]
-put_workflow() {
-	local code
-	code=$(curl -s -o "$work/put.out" -w '%{http_code}' -X PUT "http://127.0.0.1:$1/v1/workflows/$2" \
-		-H 'Content-Type: application/json' \
-		-d "{\"url\": \"$wh/steps?$3\", \"timeout_ms\": ${4:-30000}, \"max_attempts\": 3}")
-	[[ "$code" = 201 || "$code" = 200 ]] || die "PUT workflow $2: HTTP $code $(cat "$work/put.out")"
-}
-
-# loadgen ARGS...: runs the load generator; its key=value output becomes
-# variables lg_<key>. Returns its exit status.
-loadgen() {
-	local rc=0 k v
-	unset "${!lg_@}"
-	"$tools/loadgen" "$@" >"$work/loadgen.out" 2>>"$work/loadgen.log" || rc=$?
-	while IFS='=' read -r k v; do
-		[[ -n "$k" ]] && printf -v "lg_$k" '%s' "$v"
-	done <"$work/loadgen.out"
-	return $rc
-}
-
-# check_db DB RUNS STEPS LABEL: the correctness checks after a scenario.
-failures=()
-check_db() {
-	local db=$1 runs=$2 steps=$3 label=$4 row
-	row=$(psql_db "$db" -F ' ' -c "
-	SELECT (SELECT count(*) FROM run),
-	       (SELECT count(*) FROM run WHERE status NOT IN ('succeeded','failed','cancelled')),
-	       (SELECT count(*) FROM run WHERE status <> 'succeeded' OR final_step <> $steps - 1),
-	       (SELECT count(*) FROM (SELECT 1 FROM step_attempt
-	                              GROUP BY run_id, generation, step, attempt
-	                              HAVING count(*) > 1) d),
-	       (SELECT count(*) FROM (SELECT 1 FROM step_attempt
-	                              WHERE result IN ('continue','succeed','fail','cancel')
-	                              GROUP BY run_id, generation, step
-	                              HAVING count(*) > 1) d),
-	       (SELECT count(*) FROM step_attempt),
-	       (SELECT count(*) FROM step_attempt WHERE result NOT IN ('continue','succeed'))")
-	local n active bad dup_att dup_settled attempts errors
-	read -r n active bad dup_att dup_settled attempts errors <<<"$row"
-	local msg="$label: runs=$n (want $runs) active=$active not_succeeded=$bad dup_attempts=$dup_att dup_settled_steps=$dup_settled attempts=$attempts (want $((runs * steps))) error_attempts=$errors"
-	if [[ "$n" != "$runs" || "$active" != 0 || "$bad" != 0 || "$dup_att" != 0 || "$dup_settled" != 0 ]]; then
-		say "CORRECTNESS FAIL $msg"
-		failures+=("$msg")
-	else
-		say "check ok: $msg"
-	fi
-	check_errors=$errors
-}
+bench_setup
+# The data files this run writes for the charts: none left from an earlier run.
+rm -f "$out"/latency.dat "$out"/latency_dist.dat "$out"/sweep_steps.dat \
+	"$out"/sweep_payload.dat "$out"/sweep_inflight.dat
 
 # ---- scenarios --------------------------------------------------------------------
-
-declare -A R # results, written to results.env
-
-# throughput NAME RUNS STEPS KEY INSTANCES [INPUT_BYTES]: fresh db, instances,
-# submit, wait, check. Sets R[KEY_*].
-throughput() {
-	local name=$1 runs=$2 steps=$3 key=$4 ninst=$5 bytes=${6:-0}
-	local db hps=() targets="" i rc=0
-	fresh_db "$name"
-	for ((i = 0; i < ninst; i++)); do
-		start_hookflow "$name$i" "$db"
-		hps+=("$hf_pid")
-		targets+="${targets:+,}127.0.0.1:$hf_port"
-	done
-	put_workflow "${targets##*:}" "w$steps" "n=$steps"
-	curl -sf -X POST "$wh/stats/reset" >/dev/null
-	say "$name: $runs runs of $steps step(s), ${ninst} instance(s), input ${bytes} B"
-	local args=(submit -u "$targets" -w "w$steps" -n "$runs" -c "$SUBMIT_CONNS" -p "$name"
-		-d "$(conninfo "$db")" -T "$RUN_TIMEOUT")
-	((bytes > 0)) && args+=(-b "$bytes")
-	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
-		psql_db "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
-			-c "SELECT pg_stat_statements_reset()" >/dev/null
-	fi
-	checkpoint
-	cpu_begin "${hps[@]}"
-	loadgen "${args[@]}" || rc=$?
-	cpu_end "$key" "${lg_step_attempts:-0}" "${hps[@]}"
-	((rc == 0)) || say "$name: loadgen exited $rc (see below)"
-	R[${key}_runs_per_s]=${lg_runs_per_s:-0}
-	R[${key}_steps_per_s]=${lg_steps_per_s:-0}
-	R[${key}_submit_rate]=${lg_submit_rate:-0}
-	R[${key}_done_s]=${lg_done_s:-0}
-	R[${key}_rss_mib]=$(($(vmhwm_kib "${hps[0]}") / 1024))
-	R[${key}_db_mib]=$(psql_db "$db" -c "SELECT (pg_total_relation_size('run') + pg_total_relation_size('step_attempt')) / 1048576")
-	R[${key}_deliveries]=$(wh_field steps)
-	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
-		psql_db "$db" -F ' | ' -c "
-		  SELECT calls, round(total_exec_time::numeric, 1) AS ms,
-		         round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
-		         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
-		  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  ORDER BY total_exec_time DESC LIMIT 15" >"$out/pg_stat_statements.txt" || true
-		say "top statements in $out/pg_stat_statements.txt"
-	fi
-	for pid in "${hps[@]}"; do
-		stop_hookflow "$pid" "$name"
-	done
-	check_db "$db" "$runs" "$steps" "$name"
-	R[${key}_error_attempts]=$check_errors
-	R[${key}_bytes_per_step]=$(psql_db "$db" -c "SELECT (pg_total_relation_size('run') + pg_total_relation_size('step_attempt')) / greatest(count(*), 1) FROM step_attempt")
-	((rc == 0)) || failures+=("$name: not every run was accepted and succeeded in time (loadgen exit $rc)")
-}
 
 latency() {
 	local db rc=0
@@ -437,10 +108,14 @@ latency() {
 	put_workflow "$hf_port" "w$LAT_STEPS" "n=$LAT_STEPS"
 	checkpoint
 	say "latency: $LAT_N sequential runs of 1 step, then of $LAT_STEPS steps"
-	loadgen latency -u "127.0.0.1:$hf_port" -w w1 -n "$LAT_N" -p lat1 -d "$(conninfo "$db")" || rc=$?
+	loadgen latency -u "127.0.0.1:$hf_port" -w w1 -n "$LAT_N" -p lat1 -d "$(conninfo "$db")" \
+		-o "$work/latency_1.raw" || rc=$?
 	R[l1_p50]=${lg_p50_ms:-0} R[l1_p99]=${lg_p99_ms:-0} R[l1_server_p50]=${lg_server_p50_ms:-0}
-	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" || rc=$?
+	R[l1_p90]=${lg_p90_ms:-0} R[l1_max]=${lg_max_ms:-0}
+	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" \
+		-o "$work/latency_n.raw" || rc=$?
 	R[l10_p50]=${lg_p50_ms:-0} R[l10_p99]=${lg_p99_ms:-0} R[l10_server_p50]=${lg_server_p50_ms:-0}
+	R[l10_p90]=${lg_p90_ms:-0} R[l10_max]=${lg_max_ms:-0}
 	stop_hookflow "$pid" latency
 	((rc == 0)) || failures+=("latency: some runs did not succeed")
 }
@@ -569,10 +244,10 @@ for f in hf_us pg_us wh_us lg_us other_pct; do
 done
 
 if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
-	for n in 500 2000 8000; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
-	for s in 1 10 30; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
-	for b in 100 10240 102400; do throughput "sweep_payload" 500 10 "sw_payload_$b" 1 "$b"; done
-	for n in 1000 5000 10000; do inflight "$n" 2000 "sw_inflight_$n"; done
+	for n in "${SWEEP_RUNS[@]}"; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
+	for s in "${SWEEP_STEPS[@]}"; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
+	for b in "${SWEEP_PAYLOAD[@]}"; do throughput "sweep_payload" 500 10 "sw_payload_$b" 1 "$b"; done
+	for n in "${SWEEP_INFLIGHT[@]}"; do inflight "$n" "$SWEEP_DELAY_MS" "sw_inflight_$n"; done
 fi
 t_total=$((($(now_ms) - t_start) / 1000))
 
@@ -613,17 +288,13 @@ v4=$(verdict target4)
 v6=$(verdict ge "$scale_ratio" 0.95)
 dups=PASS
 ((${#failures[@]} == 0)) || dups=FAIL
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=
-if git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then
-	dirty=+dirty
-fi
+commit=$(bench_commit)
 
 default_workers=$(($(nproc) / 2))
 ((default_workers >= 1)) || default_workers=1
 {
 	echo
-	echo "hookflow bench ($scale) at $commit$dirty, $(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "hookflow bench ($scale) at $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), PostgreSQL $pgver (fsync=on, synchronous_commit=on), $(gcc --version | head -1)"
 	echo "load average before the bench: $load0 (other work on the machine skews every figure)${BENCH_NICE:+; run at nice $BENCH_NICE}"
 	echo "hookflow: workers=${BENCH_WORKERS:-$default_workers (default: CPUs / 2)} http_threads=${BENCH_HTTP_THREADS:-4} db_pool=${BENCH_DB_POOL:-8}; loadgen: $SUBMIT_CONNS keep-alive connections; total ${t_total}s"
@@ -657,20 +328,21 @@ default_workers=$(($(nproc) / 2))
 	echo
 	if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 		echo "sweeps (fresh database and instance per point):"
-		for n in 500 2000 8000; do
+		for n in "${SWEEP_RUNS[@]}"; do
 			printf '  runs %-6s 1 step     : %6s runs/s  submit %6s/s  rss %4s MiB\n' "$n" \
 				"${R[sw_runs_${n}_runs_per_s]}" "${R[sw_runs_${n}_submit_rate]}" "${R[sw_runs_${n}_rss_mib]}"
 		done
-		for s in 1 10 30; do
+		for s in "${SWEEP_STEPS[@]}"; do
 			printf '  steps %-5s 500 runs   : %6s transitions/s  %6s runs/s  %5s B/step in db\n' "$s" \
 				"${R[sw_steps_${s}_steps_per_s]}" "${R[sw_steps_${s}_runs_per_s]}" "${R[sw_steps_${s}_bytes_per_step]}"
 		done
-		for b in 100 10240 102400; do
+		for b in "${SWEEP_PAYLOAD[@]}"; do
 			printf '  payload %-7s 500x10 : %6s transitions/s  rss %4s MiB  %8s B/step in db\n' "$b" \
 				"${R[sw_payload_${b}_steps_per_s]}" "${R[sw_payload_${b}_rss_mib]}" "${R[sw_payload_${b}_bytes_per_step]}"
 		done
-		for n in 1000 5000 10000; do
-			printf '  in flight %-6s 2 s   : peak rss %4s MiB (idle %s)  done %s s after due  peak at webhook %s\n' "$n" \
+		for n in "${SWEEP_INFLIGHT[@]}"; do
+			printf '  in flight %-6s %-4s : peak rss %4s MiB (idle %s)  done %s s after due  peak at webhook %s\n' "$n" \
+				"$((SWEEP_DELAY_MS / 1000)) s" \
 				"${R[sw_inflight_${n}_rss_mib]}" "${R[sw_inflight_${n}_idle_rss_mib]}" \
 				"${R[sw_inflight_${n}_done_s]}" "${R[sw_inflight_${n}_peak_pending]}"
 		done
@@ -684,12 +356,65 @@ default_workers=$(($(nproc) / 2))
 } | tee "$out/results.txt"
 
 {
-	echo "commit=$commit$dirty"
+	echo "commit=$commit"
 	echo "scale=$scale"
 	for k in $(printf '%s\n' "${!R[@]}" | sort); do
 		echo "$k=${R[$k]}"
 	done
 } >"$out/results.env"
+
+# ---- data for the charts (charts.sh) -----------------------------------------------
+
+stamp=$(dat_stamp)
+{
+	echo "# hookflow idle latency, one run at a time: from just before the POST to the"
+	echo "# terminal answer of the long-poll (GET /v1/runs/{id}?wait_ms), $LAT_N runs each"
+	echo "$stamp"
+	echo "# params: runs=$LAT_N"
+	echo "# steps p50_ms p90_ms p99_ms max_ms"
+	echo "1 ${R[l1_p50]} ${R[l1_p90]} ${R[l1_p99]} ${R[l1_max]}"
+	echo "$LAT_STEPS ${R[l10_p50]} ${R[l10_p90]} ${R[l10_p99]} ${R[l10_max]}"
+} >"$out/latency.dat"
+if [[ -s "$work/latency_1.raw" && -s "$work/latency_n.raw" ]]; then
+	{
+		echo "# hookflow idle latency distribution: the same runs as latency.dat, each"
+		echo "# column sorted; percentile = 100 * (rank - 0.5) / runs"
+		echo "$stamp"
+		echo "# params: steps_a=1 steps_b=$LAT_STEPS"
+		echo "# percentile latency_ms_1_step latency_ms_${LAT_STEPS}_steps"
+		paste -d ' ' "$work/latency_1.raw" "$work/latency_n.raw" |
+			awk -v n="$(wc -l <"$work/latency_1.raw")" '{ printf "%.3f %s %s\n", 100 * (NR - 0.5) / n, $1, $2 }'
+	} >"$out/latency_dist.dat"
+fi
+if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
+	{
+		echo "# hookflow throughput against steps per run: 500 runs, one instance, fresh database"
+		echo "$stamp"
+		echo "# params: pgbench_tps=$tps"
+		echo "# steps_per_run transitions_per_s runs_per_s db_bytes_per_step"
+		for s in "${SWEEP_STEPS[@]}"; do
+			echo "$s ${R[sw_steps_${s}_steps_per_s]} ${R[sw_steps_${s}_runs_per_s]} ${R[sw_steps_${s}_bytes_per_step]}"
+		done
+	} >"$out/sweep_steps.dat"
+	{
+		echo "# hookflow throughput against payload size: 500 runs x 10 steps, incompressible input"
+		echo "$stamp"
+		echo "# payload_bytes transitions_per_s peak_rss_mib db_bytes_per_step"
+		for b in "${SWEEP_PAYLOAD[@]}"; do
+			echo "$b ${R[sw_payload_${b}_steps_per_s]} ${R[sw_payload_${b}_rss_mib]} ${R[sw_payload_${b}_bytes_per_step]}"
+		done
+	} >"$out/sweep_payload.dat"
+	{
+		echo "# hookflow calls in flight: N 1-step runs all due at once, the webhook answering"
+		echo "# each after delay_ms; drain_s: from when they came due until the last ended"
+		echo "$stamp"
+		echo "# calls peak_rss_mib idle_rss_mib drain_s delay_ms peak_at_webhook"
+		for n in "${SWEEP_INFLIGHT[@]}"; do
+			echo "$n ${R[sw_inflight_${n}_rss_mib]} ${R[sw_inflight_${n}_idle_rss_mib]} ${R[sw_inflight_${n}_done_s]} $SWEEP_DELAY_MS ${R[sw_inflight_${n}_peak_pending]}"
+		done
+	} >"$out/sweep_inflight.dat"
+fi
+draw_charts
 
 ((${#failures[@]} == 0)) || die "correctness failures (above)"
 say "done in ${t_total}s; results in $out/results.txt"

@@ -14,15 +14,37 @@
  *       claimable at once (the in-flight test).
  *
  *   loadgen latency -u HOST:PORT -w WORKFLOW -n COUNT [-W WARMUP] [-p PREFIX]
- *                   [-d CONNINFO]
+ *                   [-d CONNINFO] [-o FILE]
  *       Idle latency: one run at a time, POST /v1/runs then GET
  *       /v1/runs/{id}?wait_ms=30000 on the same connection; the latency is from
  *       just before the POST is written to the terminal answer. With -d it also
- *       reports the server's own view, finished_at - created_at.
+ *       reports the server's own view, finished_at - created_at. With -o it
+ *       writes every latency (ms, sorted, one a line) to FILE.
+ *
+ *   loadgen rate    -u HOST:PORT[,...] -w WORKFLOW -r RUNS_PER_S -s SECONDS
+ *                   -d CONNINFO [-S STEPS] [-c MAXCONNS] [-p PREFIX] [-b BYTES]
+ *                   [-i INTERVAL_S] [-P PID] [-o FILE] [-T DRAIN_S]
+ *       Open loop (the soak): run i is due at start + i / RUNS_PER_S and is
+ *       submitted then, on an idle keep-alive connection or a new one (up to
+ *       MAXCONNS), whatever the service's pace, for SECONDS. Every 250 ms one
+ *       query (sent asynchronously, in the same epoll loop, so it never holds a
+ *       submission back) looks up the runs accepted and not yet seen terminal,
+ *       by primary key, before retention can delete them: finished_at, whether
+ *       the run succeeded at step STEPS-1 and whether any attempt or step was
+ *       settled twice. A run's latency is finished_at (the database's clock, the
+ *       settling transaction) minus the moment it came due (this machine's
+ *       clock, the same one), so a submission that could not go out on time
+ *       counts against the service. Every INTERVAL_S (10) it samples the
+ *       database size and VmRSS of PID; at the end it writes one line per
+ *       interval to FILE (runs finished in it by finished_at, their p50/p99,
+ *       the samples) and prints the first and the last minute. After SECONDS it
+ *       waits up to DRAIN_S (-T) for the runs still going.
  *
  * Results go to stdout as key=value lines; progress and errors to stderr.
  * Exit status: 0 when every run was accepted (and, with -d, ended succeeded),
- * 1 otherwise, 2 for usage errors. */
+ * 1 otherwise, 2 for usage errors. rate: 0 when every accepted run was seen
+ * terminal, succeeded, with each of its steps settled once (rejected
+ * submissions are reported, not counted here). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -59,7 +81,13 @@ static int nconns = 64;
 static long input_bytes;
 static int timeout_s = 300;
 static int warmup = 5;
-static long due_ms = -1; /* -D: every run due at submit start + due_ms */
+static long due_ms = -1;    /* -D: every run due at submit start + due_ms */
+static const char *outfile; /* -o: raw latencies (latency), samples (rate) */
+static double rate;         /* -r: runs per second (rate) */
+static int seconds;         /* -s: how long to submit (rate) */
+static int steps = 1;       /* -S: steps per run (rate checks every run has them) */
+static int interval_s = 10; /* -i: sampling period (rate) */
+static long watch_pid;      /* -P: the hookflow whose RSS is sampled (rate) */
 static int64_t start_us;
 static char *pad; /* input padding, input_bytes long */
 
@@ -67,6 +95,13 @@ static int64_t mono_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -213,6 +248,18 @@ struct conn {
 static long next_run, accepted, resubmitted, failed, shown_errors;
 static int epfd;
 
+/* Rate mode (loadgen rate): what became of each run, and the connections
+ * waiting for the next run to come due. NULL in the other modes. */
+enum run_state { RUN_WAITING, RUN_SENDING, RUN_ACCEPTED, RUN_REJECTED, RUN_DONE };
+struct rate_run {
+	int64_t fin_us; /* finished_at (wall clock, microseconds), once RUN_DONE */
+	unsigned char state;
+};
+static struct rate_run *rr;
+static struct conn **idle;
+static int nidle;
+static long open_runs; /* accepted, not yet seen terminal */
+
 static void conn_arm(struct conn *c, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = c};
@@ -231,11 +278,25 @@ static bool conn_open(struct conn *c)
 	return true;
 }
 
-/* Starts the next submission on c, or closes c when none is left. */
+/* Rate mode: c waits, connected, for the next run to come due. */
+static void conn_idle(struct conn *c)
+{
+	c->run = -1;
+	if (c->fd >= 0)
+		conn_arm(c, EPOLLIN); /* to see the server close it */
+	idle[nidle++] = c;
+}
+
+/* Starts the next submission on c, or closes c when none is left (in rate
+ * mode, c waits for the next run to come due instead). */
 static void conn_next(struct conn *c)
 {
 	free(c->req);
 	c->req = NULL;
+	if (rr != NULL) {
+		conn_idle(c);
+		return;
+	}
 	if (next_run >= nruns) {
 		c->run = -1;
 		epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -261,17 +322,32 @@ static void conn_retry(struct conn *c)
 		fprintf(stderr, "loadgen: run %s-%ld: connection to %s failed repeatedly\n", prefix,
 			c->run, targets[c->target].hostport);
 		failed++;
+		if (rr != NULL)
+			rr[c->run].state = RUN_REJECTED;
 		c->run = -1;
 		if (c->fd >= 0) {
 			epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
 			close(c->fd);
 			c->fd = -1;
 		}
+		if (rr != NULL) {
+			free(c->req);
+			c->req = NULL;
+			conn_idle(c);
+		}
 	}
 }
 
 static void conn_event(struct conn *c, uint32_t events)
 {
+	if (c->run < 0) {
+		/* an idle keep-alive connection (rate mode): the server closed it;
+		 * it is opened again for its next run */
+		epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
 	if (c->req_off < c->req_len) {
 		if (events & (EPOLLERR | EPOLLHUP)) {
 			conn_retry(c);
@@ -327,6 +403,11 @@ static void conn_event(struct conn *c, uint32_t events)
 		if (shown_errors++ < 5)
 			fprintf(stderr, "loadgen: run %s-%ld: HTTP %d: %.*s\n", prefix, c->run,
 				status, (int)(blen > 300 ? 300 : blen), body);
+	}
+	if (rr != NULL) {
+		bool ok = status == 201 || status == 200;
+		rr[c->run].state = ok ? RUN_ACCEPTED : RUN_REJECTED;
+		open_runs += ok;
 	}
 	memmove(c->in, c->in + total, c->in_len - (size_t)total);
 	c->in_len -= (size_t)total;
@@ -573,6 +654,16 @@ static int cmd_latency(void)
 	       "%.2f\n",
 	       n, bad, pct(lat, n, 0.50), pct(lat, n, 0.90), pct(lat, n, 0.99), pct(lat, n, 1.0),
 	       n ? sum / (double)n / 1000.0 : 0);
+	if (outfile != NULL) {
+		FILE *f = fopen(outfile, "w");
+		if (f == NULL) {
+			perror(outfile);
+			return 1;
+		}
+		for (long i = 0; i < n; i++)
+			fprintf(f, "%.3f\n", (double)lat[i] / 1000.0);
+		fclose(f);
+	}
 	if (conninfo != NULL) {
 		PGconn *pg = db_open();
 		char sql[512];
@@ -594,6 +685,371 @@ static int cmd_latency(void)
 	free(lat);
 	free(buf);
 	return bad == 0 ? 0 : 1;
+}
+
+/* ---- rate (the soak) ---------------------------------------------------- */
+
+#define POLL_US 250000 /* how often finished runs are looked up */
+#define POLL_MAX 20000 /* run ids per look-up */
+#define LATE_US 10000  /* a submission this late counts as late */
+
+/* Run i is due at t0 + i / rate. */
+static int64_t due_offset_us(long i)
+{
+	return (int64_t)((double)i * 1e6 / rate);
+}
+
+/* VmRSS of pid in KiB, 0 when unknown. */
+static long rss_kib(long pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/status", pid);
+	FILE *f = fopen(path, "r");
+	long v = 0;
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			v = atol(line + 6);
+	fclose(f);
+	return v;
+}
+
+/* Rate mode: sends run i on c (c is idle, connected or not). */
+static void rate_start(struct conn *c, long i)
+{
+	c->run = i;
+	c->retries = 0;
+	c->req = submit_request(&targets[c->target], i, &c->req_len);
+	c->req_off = 0;
+	rr[i].state = RUN_SENDING;
+	if (c->fd >= 0) {
+		conn_arm(c, EPOLLOUT);
+	} else if (!conn_open(c)) {
+		fprintf(stderr, "loadgen: cannot connect to %s\n", targets[c->target].hostport);
+		failed++;
+		rr[i].state = RUN_REJECTED;
+		free(c->req);
+		c->req = NULL;
+		conn_idle(c);
+	}
+}
+
+struct sample {
+	double t_s;     /* since the start */
+	long long db;   /* pg_database_size, bytes */
+	long rss;       /* hookflow VmRSS, KiB */
+	long submitted; /* runs sent so far */
+};
+
+/* What the check of finished runs found wrong. */
+static long not_succeeded, dup_settled, wrong_steps;
+
+/* One row per run just found terminal: run_id, finished_at (us), whether it
+ * succeeded with its last step, its attempts and distinct attempts, its settled
+ * attempts and distinct settled steps. */
+static const char poll_sql[] =
+	"SELECT r.run_id, (extract(epoch FROM r.finished_at) * 1000000)::bigint,"
+	" r.status = 'succeeded' AND r.final_step = $2::int - 1, a.n, a.nd, a.s, a.sd"
+	" FROM run r CROSS JOIN LATERAL ("
+	"  SELECT count(*) AS n, count(DISTINCT (generation, step, attempt)) AS nd,"
+	"   count(*) FILTER (WHERE result IN ('continue','succeed','fail','cancel')) AS s,"
+	"   count(DISTINCT (generation, step)) FILTER"
+	"    (WHERE result IN ('continue','succeed','fail','cancel')) AS sd"
+	"  FROM step_attempt x WHERE x.run_id = r.run_id) a"
+	" WHERE r.run_id = ANY ($1::text[]) AND r.status IN ('succeeded','failed','cancelled')";
+
+static void poll_result(PGresult *r)
+{
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "loadgen: look-up of finished runs failed: %s",
+			PQresultErrorMessage(r));
+		return;
+	}
+	size_t pl = strlen(prefix);
+	for (int k = 0; k < PQntuples(r); k++) {
+		const char *id = PQgetvalue(r, k, 0);
+		if (strncmp(id, prefix, pl) != 0 || id[pl] != '-')
+			continue;
+		long i = atol(id + pl + 1);
+		if (i < 0 || i >= nruns || rr[i].state != RUN_ACCEPTED)
+			continue;
+		rr[i].fin_us = strtoll(PQgetvalue(r, k, 1), NULL, 10);
+		rr[i].state = RUN_DONE;
+		open_runs--;
+		long n = atol(PQgetvalue(r, k, 3)), nd = atol(PQgetvalue(r, k, 4));
+		long st = atol(PQgetvalue(r, k, 5)), sd = atol(PQgetvalue(r, k, 6));
+		if (strcmp(PQgetvalue(r, k, 2), "t") != 0) {
+			if (not_succeeded++ < 5)
+				fprintf(stderr,
+					"loadgen: run %s did not succeed at its last step\n", id);
+		}
+		if (n != nd || st != sd) {
+			if (dup_settled++ < 5)
+				fprintf(stderr,
+					"loadgen: run %s: an attempt or a step settled twice (%ld "
+					"attempts, %ld distinct; %ld settled, %ld distinct "
+					"steps)\n",
+					id, n, nd, st, sd);
+		} else if (st != steps) {
+			if (wrong_steps++ < 5)
+				fprintf(stderr, "loadgen: run %s: %ld steps settled, want %d\n", id,
+					st, steps);
+		}
+	}
+}
+
+/* Latencies (us) of the runs finished in [from_us, to_us) after the start,
+ * sorted, into *out; returns how many. */
+static long window(int64_t t0_wall, int64_t from_us, int64_t to_us, int64_t *out)
+{
+	long n = 0;
+	for (long i = 0; i < nruns; i++) {
+		if (rr[i].state != RUN_DONE)
+			continue;
+		int64_t rel = rr[i].fin_us - t0_wall;
+		if (rel < from_us || rel >= to_us)
+			continue;
+		int64_t l = rr[i].fin_us - (t0_wall + due_offset_us(i));
+		out[n++] = l > 0 ? l : 0;
+	}
+	qsort(out, (size_t)n, sizeof *out, cmp_i64);
+	return n;
+}
+
+static int cmd_rate(void)
+{
+	if (rate <= 0 || seconds <= 0 || conninfo == NULL || interval_s <= 0)
+		die("rate needs -r RUNS_PER_S, -s SECONDS and -d CONNINFO");
+	nruns = (long)(rate * seconds);
+	if (nruns < 1)
+		die("rate: fewer than one run in all");
+	rr = calloc((size_t)nruns, sizeof *rr);
+	idle = calloc((size_t)nconns, sizeof *idle);
+	struct conn *cs = calloc((size_t)nconns, sizeof *cs);
+	int nopen = 0;
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+
+	PGconn *pg = db_open();
+	/* a look-up that hangs must not hang the soak: it fails, the next retries */
+	PGresult *pr = PQexec(pg, "SET statement_timeout = '30s'");
+	PQclear(pr);
+	pr = PQprepare(pg, "poll", poll_sql, 0, NULL);
+	if (PQresultStatus(pr) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "loadgen: prepare failed: %s", PQerrorMessage(pg));
+		return 1;
+	}
+	PQclear(pr);
+	/* the database connection is served by the same epoll loop: one query at
+	 * a time, sent asynchronously, so that submissions never wait for it */
+	static struct conn pg_tag;
+	struct epoll_event pev = {.events = EPOLLIN, .data.ptr = &pg_tag};
+	epoll_ctl(epfd, EPOLL_CTL_ADD, PQsocket(pg), &pev);
+	enum { Q_NONE, Q_POLL, Q_SIZE } q = Q_NONE;
+
+	int nsamples_max = seconds / interval_s, nsamples = 0;
+	struct sample *samples = calloc((size_t)nsamples_max + 1, sizeof *samples);
+	size_t idcap = (size_t)POLL_MAX * (strlen(prefix) + 24) + 8;
+	char *ids = malloc(idcap);
+	char steps_s[16];
+	snprintf(steps_s, sizeof steps_s, "%d", steps);
+	long lo = 0, cursor = 0, late = 0, polls = 0;
+	int64_t max_lag = 0;
+
+	int64_t t0_wall = wall_us();
+	int64_t t0 = mono_us();
+	start_us = t0;
+	int64_t next_poll = t0 + POLL_US, next_sample = t0 + (int64_t)interval_s * 1000000;
+	int64_t end = t0 + (int64_t)seconds * 1000000;
+	int64_t deadline = end + (int64_t)timeout_s * 1000000;
+	struct epoll_event evs[256];
+	bool drained = false;
+	for (;;) {
+		int64_t now = mono_us();
+		/* submissions: every run that came due, each on an idle connection
+		 * or a new one; the latency counts from when it came due, so a late
+		 * submission is not hidden (no coordinated omission) */
+		bool starved = false;
+		while (next_run < nruns && t0 + due_offset_us(next_run) <= now) {
+			struct conn *c = NULL;
+			if (nidle > 0) {
+				c = idle[--nidle];
+			} else if (nopen < nconns) {
+				c = &cs[nopen];
+				c->target = nopen % ntargets;
+				c->fd = -1;
+				nopen++;
+			} else {
+				starved = true;
+				break;
+			}
+			int64_t lag = now - (t0 + due_offset_us(next_run));
+			late += lag > LATE_US;
+			if (lag > max_lag)
+				max_lag = lag;
+			rate_start(c, next_run++);
+		}
+		/* the database: a sample at each interval, else a look-up of the
+		 * runs accepted and not yet seen terminal */
+		if (q == Q_NONE && nsamples < nsamples_max && now >= next_sample) {
+			struct sample *sm = &samples[nsamples];
+			sm->t_s = (double)(now - t0) / 1e6;
+			sm->rss = watch_pid > 0 ? rss_kib(watch_pid) : 0;
+			sm->submitted = next_run;
+			if (!PQsendQuery(pg, "SELECT pg_database_size(current_database())")) {
+				fprintf(stderr, "loadgen: database: %s", PQerrorMessage(pg));
+				return 1;
+			}
+			q = Q_SIZE;
+			next_sample += (int64_t)interval_s * 1000000;
+		} else if (q == Q_NONE && now >= next_poll) {
+			next_poll = now + POLL_US;
+			while (lo < next_run &&
+			       (rr[lo].state == RUN_DONE || rr[lo].state == RUN_REJECTED))
+				lo++;
+			if (cursor < lo)
+				cursor = lo;
+			size_t len = 0;
+			long n = 0, i;
+			ids[len++] = '{';
+			for (i = cursor; i < next_run && n < POLL_MAX; i++) {
+				if (rr[i].state != RUN_ACCEPTED)
+					continue;
+				len += (size_t)snprintf(ids + len, idcap - len, "%s%s-%ld",
+							n ? "," : "", prefix, i);
+				n++;
+			}
+			/* more than POLL_MAX waiting: the next look-up goes on from here */
+			cursor = n == POLL_MAX ? i : lo;
+			ids[len++] = '}';
+			ids[len] = '\0';
+			if (n > 0) {
+				const char *p[2] = {ids, steps_s};
+				if (!PQsendQueryPrepared(pg, "poll", 2, p, NULL, NULL, 0)) {
+					fprintf(stderr, "loadgen: database: %s",
+						PQerrorMessage(pg));
+					return 1;
+				}
+				q = Q_POLL;
+				polls++;
+			}
+		}
+		/* the end: everything submitted and answered, every accepted run seen
+		 * terminal, every sample taken (or the drain deadline passed) */
+		bool sending = false;
+		for (int k = 0; k < nopen; k++)
+			sending |= cs[k].run >= 0;
+		if (next_run == nruns && !sending && q == Q_NONE &&
+		    (nsamples == nsamples_max || now > deadline)) {
+			if (open_runs == 0) {
+				drained = true;
+				break;
+			}
+			if (now > deadline)
+				break;
+		}
+		/* wait for the next due run, look-up or sample, or for I/O */
+		int64_t wake = next_poll;
+		if (nsamples < nsamples_max && next_sample < wake)
+			wake = next_sample;
+		if (next_run < nruns && !starved && t0 + due_offset_us(next_run) < wake)
+			wake = t0 + due_offset_us(next_run);
+		int64_t wait_us = wake - mono_us();
+		int timeout = wait_us <= 0 ? 0 : (int)((wait_us + 999) / 1000);
+		int ne = epoll_wait(epfd, evs, 256, timeout);
+		for (int k = 0; k < ne; k++) {
+			if (evs[k].data.ptr != &pg_tag) {
+				conn_event(evs[k].data.ptr, evs[k].events);
+				continue;
+			}
+			if (!PQconsumeInput(pg)) {
+				fprintf(stderr, "loadgen: database: %s", PQerrorMessage(pg));
+				return 1;
+			}
+			while (q != Q_NONE && !PQisBusy(pg)) {
+				PGresult *r = PQgetResult(pg);
+				if (r == NULL) {
+					q = Q_NONE;
+					break;
+				}
+				if (q == Q_POLL) {
+					poll_result(r);
+				} else if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+					struct sample *sm = &samples[nsamples++];
+					sm->db = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+					fprintf(stderr,
+						"loadgen: t=%.0fs submitted=%ld finished=%ld "
+						"waiting=%ld "
+						"db=%.1f MiB rss=%.1f MiB\n",
+						sm->t_s, sm->submitted, sm->submitted - open_runs,
+						open_runs, (double)sm->db / 1048576.0,
+						(double)sm->rss / 1024.0);
+				} else {
+					fprintf(stderr, "loadgen: database size: %s",
+						PQresultErrorMessage(r));
+					nsamples++;
+				}
+				PQclear(r);
+			}
+		}
+	}
+	int64_t t_end = mono_us();
+	PQfinish(pg);
+
+	/* per interval: runs finished in it (by finished_at), their latency */
+	long finished = 0, lost = 0;
+	for (long i = 0; i < nruns; i++) {
+		finished += rr[i].state == RUN_DONE;
+		lost += rr[i].state == RUN_ACCEPTED || rr[i].state == RUN_SENDING;
+	}
+	int64_t *lat = malloc(((size_t)nruns + 1) * sizeof *lat);
+	if (outfile != NULL) {
+		FILE *f = fopen(outfile, "w");
+		if (f == NULL) {
+			perror(outfile);
+			return 1;
+		}
+		fprintf(f, "# t_s runs_per_s transitions_per_s p50_ms p99_ms db_mib rss_mib "
+			   "submitted finished\n");
+		long cum = 0;
+		for (int k = 0; k < nsamples; k++) {
+			int64_t from = (int64_t)k * interval_s * 1000000;
+			long n = window(t0_wall, from, from + (int64_t)interval_s * 1000000, lat);
+			cum += n;
+			fprintf(f, "%d %.1f %.1f %.2f %.2f %.1f %.1f %ld %ld\n",
+				(k + 1) * interval_s, (double)n / interval_s,
+				(double)n * steps / interval_s, pct(lat, n, 0.50),
+				pct(lat, n, 0.99), (double)samples[k].db / 1048576.0,
+				(double)samples[k].rss / 1024.0, samples[k].submitted, cum);
+		}
+		fclose(f);
+	}
+	/* the first and the last minute (the whole soak when shorter) */
+	int w = seconds < 60 ? seconds : 60;
+	int64_t w_us = (int64_t)w * 1000000, s_us = (int64_t)seconds * 1000000;
+	long n = window(t0_wall, 0, w_us, lat);
+	printf("window_s=%d\nfirst_runs_per_s=%.1f\nfirst_p50_ms=%.2f\nfirst_p99_ms=%.2f\n", w,
+	       (double)n / w, pct(lat, n, 0.50), pct(lat, n, 0.99));
+	n = window(t0_wall, s_us - w_us, s_us, lat);
+	printf("last_runs_per_s=%.1f\nlast_p50_ms=%.2f\nlast_p99_ms=%.2f\n", (double)n / w,
+	       pct(lat, n, 0.50), pct(lat, n, 0.99));
+	n = window(t0_wall, INT64_MIN / 2, INT64_MAX / 2, lat);
+	printf("p50_ms=%.2f\np90_ms=%.2f\np99_ms=%.2f\nmax_ms=%.2f\n", pct(lat, n, 0.50),
+	       pct(lat, n, 0.90), pct(lat, n, 0.99), pct(lat, n, 1.0));
+	printf("rate=%.1f\nseconds=%d\nruns=%ld\naccepted=%ld\nrejected=%ld\nfinished=%ld\n"
+	       "lost=%ld\nnot_succeeded=%ld\ndup_settled=%ld\nwrong_steps=%ld\n",
+	       rate, seconds, nruns, accepted + resubmitted, failed, finished, lost, not_succeeded,
+	       dup_settled, wrong_steps);
+	printf("late_submissions=%ld\nmax_lag_ms=%.1f\nconns=%d\nlookups=%ld\ndrain_s=%.3f\n", late,
+	       (double)max_lag / 1000.0, nopen, polls, (double)(t_end - end) / 1e6);
+	if (!drained)
+		fprintf(stderr,
+			"loadgen: %ld runs accepted but not seen terminal %d s after the end\n",
+			lost, timeout_s);
+	free(lat);
+	free(samples);
+	free(ids);
+	return lost == 0 && not_succeeded == 0 && dup_settled == 0 && wrong_steps == 0 ? 0 : 1;
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -623,11 +1079,11 @@ static void parse_targets(const char *list)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		die("usage: loadgen submit|latency -u HOST:PORT[,...] -w WORKFLOW -n N [options]");
+		die("usage: loadgen submit|latency|rate -u HOST:PORT[,...] -w WORKFLOW [options]");
 	const char *cmd = argv[1];
 	optind = 2;
 	int opt;
-	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:")) != -1) {
+	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:o:r:s:S:i:P:")) != -1) {
 		switch (opt) {
 		case 'u':
 			parse_targets(optarg);
@@ -659,12 +1115,30 @@ int main(int argc, char **argv)
 		case 'D':
 			due_ms = atol(optarg);
 			break;
+		case 'o':
+			outfile = optarg;
+			break;
+		case 'r':
+			rate = atof(optarg);
+			break;
+		case 's':
+			seconds = atoi(optarg);
+			break;
+		case 'S':
+			steps = atoi(optarg);
+			break;
+		case 'i':
+			interval_s = atoi(optarg);
+			break;
+		case 'P':
+			watch_pid = atol(optarg);
+			break;
 		default:
 			die("unknown option");
 		}
 	}
 	if (ntargets == 0 || workflow == NULL || nruns < 1 || nconns < 1)
-		die("need -u, -w and -n");
+		die("need -u and -w (and -n, except for rate)");
 	if (input_bytes > 0) {
 		/* Incompressible padding (PostgreSQL compresses large jsonb values):
 		 * letters and digits from a fixed pseudo-random sequence. */
@@ -690,8 +1164,10 @@ int main(int argc, char **argv)
 		rc = cmd_submit();
 	else if (strcmp(cmd, "latency") == 0)
 		rc = cmd_latency();
+	else if (strcmp(cmd, "rate") == 0)
+		rc = cmd_rate();
 	else
-		die("unknown command (submit or latency)");
+		die("unknown command (submit, latency or rate)");
 	printf("cpu_ms=%ld\n", cpu_ms());
 	return rc;
 }
