@@ -15,7 +15,7 @@
 --     :prefix0 has a callback URL, and each of its runs a delivered callback;
 --   - 97% succeeded, 2% failed at their last step (a permanent error after a
 --     transient one: one more attempt), 1% cancelled at their last step;
---   - 10% in groups of 100 runs (:prefix-g<n>, with their group rows);
+--   - 10% in groups of (up to) 100 runs (:prefix-g<n>, with their group rows);
 --   - inputs, payloads and results of about 100 bytes of JSON.
 -- No run of another workflow is touched, so measured runs submitted next to
 -- these stay countable apart (WHERE workflow NOT LIKE :prefix || '%').
@@ -34,7 +34,7 @@ ON CONFLICT (name) DO NOTHING;
 CREATE TEMP TABLE kept ON COMMIT DROP AS
 SELECT i,
        :'prefix' || '-' || lpad(i::text, 7, '0') AS run_id,
-       :'prefix' || CASE WHEN (i / 100) % 10 = 0 THEN (i / 100) % 4 ELSE i % 4 END AS workflow,
+       :'prefix' || CASE WHEN (i / 100) % 10 = 0 THEN (i / 1000) % 4 ELSE i % 4 END AS workflow,
        CASE WHEN i % 100 < 97 THEN 'succeeded' WHEN i % 100 < 99 THEN 'failed'
 	    ELSE 'cancelled' END AS status,
        CASE WHEN (i / 100) % 10 = 0 THEN :'prefix' || '-g' || (i / 100) END AS group_id,
