@@ -39,8 +39,9 @@
 #                            1 and 3 steps, 200 in flight, short pgbench, no
 #                            performance verdicts; under 30 s on an idle machine)
 #   BENCH_SWEEP=1            also run the cost sweeps (runs, steps, payload size,
-#                            in-flight calls; points in SWEEP_* below) recorded
-#                            in BENCHMARKS.md and drawn as charts
+#                            in-flight calls, runs kept; points in SWEEP_* below)
+#                            recorded in BENCHMARKS.md and drawn as charts
+#   BENCH_SIZE=1             only the size scenario (runs kept: tests/bench/scenario_size.sh)
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements
 #                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
@@ -209,6 +210,9 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 	exit 0
 fi
 
+# shellcheck source=tests/bench/scenario_size.sh
+source "$root/tests/bench/scenario_size.sh" # with BENCH_SIZE=1: that scenario alone, then exit
+
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(now_ms)
 throughput runs1 "$RUNS1" 1 s1 1
@@ -248,6 +252,7 @@ if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 	for s in "${SWEEP_STEPS[@]}"; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
 	for b in "${SWEEP_PAYLOAD[@]}"; do throughput "sweep_payload" 500 10 "sw_payload_$b" 1 "$b"; done
 	for n in "${SWEEP_INFLIGHT[@]}"; do inflight "$n" "$SWEEP_DELAY_MS" "sw_inflight_$n"; done
+	size_scenario
 fi
 t_total=$((($(now_ms) - t_start) / 1000))
 
@@ -314,6 +319,7 @@ default_workers=$(($(nproc) / 2))
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "6" "2 instances, $RUNS10 x $STEPS steps: transitions/s" "$s6" ">= 0.95x of 1 inst." "$(ratio "$s6")" "$v6 (${scale_ratio}x)"
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  1 instance, alternated with it (median)" "$s6one" "" "$(ratio "$s6one")" ""
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  runs: 2 instances / 1 instance" "${R[s6_all]} / ${R[s6one_all]}" "" "" ""
+	if [[ -n "${R[size_ratio]:-}" ]]; then size_rows; fi
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "no step settled twice, no run lost (all scenarios)" "${#failures[@]} problems" "0" "-" "$dups"
 	echo
 	echo "CPU per settled step (us): hookflow + postgres + webhook + loadgen; ceiling = $(nproc) cores / (hookflow + postgres);"
