@@ -18,8 +18,18 @@
  *       Idle latency: one run at a time, POST /v1/runs then GET
  *       /v1/runs/{id}?wait_ms=30000 on the same connection; the latency is from
  *       just before the POST is written to the terminal answer. With -d it also
- *       reports the server's own view, finished_at - created_at. With -o it
- *       writes every latency (ms, sorted, one a line) to FILE.
+ *       reports the server's own view, finished_at - created_at, and where the
+ *       time goes (bd_*_ms, medians), from this machine's clock and the
+ *       database's timestamps (the same clock): submit = POST written to the
+ *       submitting transaction's start (run.created_at); per step, claim =
+ *       from the step becoming claimable (created_at, or the previous
+ *       attempt's settling transaction) to the claiming transaction's start
+ *       (started_at), so it holds the previous commit, the NOTIFY and the
+ *       wake-up; call = started_at to the settling transaction's start
+ *       (finished_at): the claim's commit, the webhook call and its answer
+ *       read; answer = finished_at to the terminal answer read here: the
+ *       settlement's commit, the long-poll's wake-up and its reply. With -o
+ *       it writes every latency (ms, sorted, one a line) to FILE.
  *
  *   loadgen rate    -u HOST:PORT[,...] -w WORKFLOW -r RUNS_PER_S -s SECONDS
  *                   -d CONNINFO [-S STEPS] [-c MAXCONNS] [-p PREFIX] [-b BYTES]
@@ -597,6 +607,64 @@ static double pct(const int64_t *v, long n, double p)
 	return (double)v[i] / 1000.0;
 }
 
+static double median_us(int64_t *v, long n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_i64);
+	return pct(v, n, 0.5);
+}
+
+/* Prints the bd_*_ms medians (see the usage above) of the runs whose POST
+ * was written at wall clock t0[i] and whose terminal answer was read at
+ * t1[i] (0: the run failed). */
+static void breakdown(PGconn *pg, const int64_t *t0, const int64_t *t1)
+{
+	char sql[768];
+	size_t skip = strlen(prefix) + 2;
+	snprintf(sql, sizeof sql,
+		 "SELECT substr(a.run_id, %zu)::int - %d,"
+		 " (extract(epoch FROM r.created_at) * 1e6)::bigint,"
+		 " (extract(epoch FROM a.started_at) * 1e6)::bigint,"
+		 " (extract(epoch FROM a.finished_at) * 1e6)::bigint"
+		 " FROM step_attempt a JOIN run r ON r.run_id = a.run_id"
+		 " WHERE a.run_id LIKE '%s-%%' AND substr(a.run_id, %zu)::int >= %d"
+		 " ORDER BY 1, a.generation, a.step, a.attempt",
+		 skip, warmup, prefix, skip, warmup);
+	PGresult *r = PQexec(pg, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "loadgen: %s", PQerrorMessage(pg));
+		PQclear(r);
+		return;
+	}
+	long rows = PQntuples(r), ns = 0, nr = 0;
+	int64_t *sub = calloc((size_t)nruns, sizeof *sub),
+		*ans = calloc((size_t)nruns, sizeof *ans);
+	int64_t *claim = calloc((size_t)rows + 1, sizeof *claim);
+	int64_t *call = calloc((size_t)rows + 1, sizeof *call);
+	for (long k = 0; k < rows; k++) {
+		long i = atol(PQgetvalue(r, k, 0));
+		int64_t created = atoll(PQgetvalue(r, k, 1)), started = atoll(PQgetvalue(r, k, 2)),
+			finished = atoll(PQgetvalue(r, k, 3));
+		if (i < 0 || i >= nruns || t1[i] == 0)
+			continue;
+		bool first = k == 0 || atol(PQgetvalue(r, k - 1, 0)) != i;
+		bool last = k + 1 == rows || atol(PQgetvalue(r, k + 1, 0)) != i;
+		int64_t ready = first ? created : atoll(PQgetvalue(r, k - 1, 3));
+		claim[ns] = started - ready;
+		call[ns++] = finished - started;
+		if (first)
+			sub[nr] = created - t0[i];
+		if (last)
+			ans[nr++] = t1[i] - finished;
+	}
+	printf("bd_submit_ms=%.3f\nbd_claim_ms=%.3f\nbd_call_ms=%.3f\nbd_answer_ms=%.3f\n",
+	       median_us(sub, nr), median_us(claim, ns), median_us(call, ns), median_us(ans, nr));
+	free(sub);
+	free(ans);
+	free(claim);
+	free(call);
+	PQclear(r);
+}
+
 static int cmd_latency(void)
 {
 	const struct target *t = &targets[0];
@@ -606,6 +674,7 @@ static int cmd_latency(void)
 		return 1;
 	}
 	int64_t *lat = calloc((size_t)nruns, sizeof *lat);
+	int64_t *w0 = calloc((size_t)nruns, sizeof *w0), *w1 = calloc((size_t)nruns, sizeof *w1);
 	char *buf = NULL;
 	size_t cap = 0;
 	long bad = 0;
@@ -615,7 +684,7 @@ static int cmd_latency(void)
 		char *req = submit_request(t, id, &len);
 		const char *body;
 		size_t blen;
-		int64_t t0 = mono_us();
+		int64_t wall0 = wall_us(), t0 = mono_us();
 		int st = roundtrip(fd, req, len, &buf, &cap, &body, &blen);
 		free(req);
 		if (st != 201) {
@@ -630,7 +699,7 @@ static int cmd_latency(void)
 				  "GET /v1/runs/%s-%ld?wait_ms=30000 HTTP/1.1\r\nHost: %s\r\n\r\n",
 				  prefix, id, t->hostport);
 		st = roundtrip(fd, get, (size_t)gl, &buf, &cap, &body, &blen);
-		int64_t t1 = mono_us();
+		int64_t t1 = mono_us(), wall1 = wall_us();
 		const char *s = st == 200 ? memmem(body, blen, "\"status\"", 8) : NULL;
 		size_t rest = s ? blen - (size_t)(s - body) : 0;
 		bool ok =
@@ -641,8 +710,11 @@ static int cmd_latency(void)
 			bad++;
 			continue;
 		}
-		if (i >= 0)
+		if (i >= 0) {
 			lat[i] = t1 - t0;
+			w0[i] = wall0;
+			w1[i] = wall1;
+		}
 	}
 	close(fd);
 	long n = nruns;
@@ -680,8 +752,11 @@ static int cmd_latency(void)
 		else
 			fprintf(stderr, "loadgen: %s", PQerrorMessage(pg));
 		PQclear(r);
+		breakdown(pg, w0, w1);
 		PQfinish(pg);
 	}
+	free(w0);
+	free(w1);
 	free(lat);
 	free(buf);
 	return bad == 0 ? 0 : 1;
