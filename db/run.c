@@ -194,10 +194,9 @@ static enum err_code steps_cursor(const char *pos, int *step, int *attempt, stru
 }
 
 enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
-			   json_t **items, char **next, struct err *e)
+			   struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	int64_t gen = 0;
 	int step = -1, attempt = -1;
 	if (pg->cursor != NULL) {
@@ -222,7 +221,7 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 	if (r == NULL)
 		return e->code;
 	bool empty = PQntuples(r) == 0;
-	if (db_page(r, items, next, e))
+	if (db_page_read(r, out, e))
 		return e->code;
 	if (empty) { /* no history, or no run at all? */
 		const char *p1[1] = {run_id};
@@ -231,8 +230,7 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 			if (r != NULL)
 				err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
 			PQclear(r);
-			json_decref(*items);
-			*items = NULL;
+			db_page_cleanup(out);
 			return e->code;
 		}
 		PQclear(r);
@@ -241,10 +239,9 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 }
 
 enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
-			  const struct db_page_req *pg, json_t **items, char **next, struct err *e)
+			  const struct db_page_req *pg, struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	char *after_id = NULL;
 	int64_t after_us = 0;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &after_us, &after_id, e))
@@ -260,7 +257,7 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	return db_page(r, items, next, e);
+	return db_page_read(r, out, e);
 }
 
 enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,
