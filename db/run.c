@@ -14,7 +14,7 @@ static const struct db_stmt q_submit_many = {
 	"run_submit_many", "SELECT outcome, run_json, rid, wf FROM hf_submit_many($1::jsonb)", 1};
 static const struct db_stmt q_get = {
 	"run_get",
-	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
+	"SELECT hf_run_text(r), r.status IN ('succeeded', 'failed', 'cancelled')"
 	" FROM run r WHERE r.run_id = $1",
 	1};
 /* History in the order attempts happen: a generation's steps in turn, each
@@ -52,19 +52,18 @@ static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE r
  * keeps making custom ones. */
 static const struct db_stmt q_list = {
 	"run_list",
-	DB_PAGE_SQL(
-		"SELECT hf_run_json(r)::text AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
-		" r.created_at AS k_created FROM run r"
-		" WHERE ($1::text IS NULL OR r.workflow = $1)"
-		" AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
-		"      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
-		" AND ($3::text IS NULL OR r.group_id = $3)"
-		" AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
-		" AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
-		" AND ($6::bigint IS NULL"
-		"      OR (r.created_at, r.run_id) < (hf_from_us($6::bigint), $7))"
-		" ORDER BY r.created_at DESC, r.run_id DESC",
-		"k_created DESC, id DESC", "$8", "$9"),
+	DB_PAGE_SQL("SELECT hf_run_text(r) AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
+		    " r.created_at AS k_created FROM run r"
+		    " WHERE ($1::text IS NULL OR r.workflow = $1)"
+		    " AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
+		    "      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
+		    " AND ($3::text IS NULL OR r.group_id = $3)"
+		    " AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
+		    " AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
+		    " AND ($6::bigint IS NULL"
+		    "      OR (r.created_at, r.run_id) < (hf_from_us($6::bigint), $7))"
+		    " ORDER BY r.created_at DESC, r.run_id DESC",
+		    "k_created DESC, id DESC", "$8", "$9"),
 	9};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
 					1};
