@@ -284,35 +284,39 @@ void db_page_params(const struct db_page_req *pg, struct db_page_params *out)
 	snprintf(out->max_bytes, sizeof out->max_bytes, "%lld", (long long)pg->max_bytes);
 }
 
-enum err_code db_page(PGresult *r, json_t **items, char **next, struct err *e)
+enum err_code db_page_read(PGresult *r, struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	int n = PQntuples(r), shown = 0;
-	json_t *arr = json_array();
-	if (arr == NULL) {
-		PQclear(r);
-		return err_set(e, ERR_INTERNAL, "out of memory");
-	}
 	/* The items come first; a row without one says that the list goes on. */
+	strbuf_add(&out->items, "[", 1);
 	for (; shown < n && !PQgetisnull(r, shown, 0); shown++) {
-		if (json_array_append_new(arr, db_json(r, shown, 0)) != 0) {
-			json_decref(arr);
-			PQclear(r);
-			return err_set(e, ERR_INTERNAL, "page: unreadable item");
-		}
+		if (shown > 0)
+			strbuf_add(&out->items, ",", 1);
+		strbuf_add(&out->items, PQgetvalue(r, shown, 0), (size_t)PQgetlength(r, shown, 0));
 	}
+	strbuf_add(&out->items, "]", 1);
 	if (shown > 0 && shown < n) {
-		*next = db_cursor_encode(db_i64(r, shown - 1, 1), PQgetvalue(r, shown - 1, 2));
-		if (*next == NULL) {
-			json_decref(arr);
+		out->next = db_cursor_encode(db_i64(r, shown - 1, 1), PQgetvalue(r, shown - 1, 2));
+		if (out->next == NULL) {
 			PQclear(r);
+			db_page_cleanup(out);
 			return err_set(e, ERR_INTERNAL, "page: cannot make the cursor");
 		}
 	}
 	PQclear(r);
-	*items = arr;
+	if (out->items.oom) {
+		db_page_cleanup(out);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
 	return ERR_OK;
+}
+
+void db_page_cleanup(struct db_page *p)
+{
+	strbuf_cleanup(&p->items);
+	free(p->next);
+	p->next = NULL;
 }
 
 char *db_cursor_encode(int64_t ms, const char *id)

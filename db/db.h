@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/strbuf.h"
 
 struct db_conn;
 struct db_pool;
@@ -27,6 +28,16 @@ struct db_page_req {
 	const char *cursor;
 	int64_t max_bytes; /* >= 1 */
 };
+
+/* One page of a list as PostgreSQL rendered it: the items' JSON text is
+ * passed through, never parsed again. */
+struct db_page {
+	struct strbuf items; /* the JSON array of the items ("[...]"), owned */
+	char *next;          /* the next_cursor (malloc'd), NULL on the last page */
+};
+
+/* Frees what `p` holds and zeroes it; a zeroed struct is a no-op. */
+void db_page_cleanup(struct db_page *p);
 
 /* Opens a connection to `url` (borrowed). On success *out is a new connection
  * owned by the caller (db_conn_free). Failure: ERR_UNAVAILABLE. */

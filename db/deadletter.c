@@ -27,11 +27,9 @@ static const struct db_stmt q_delete = {"deadletter_delete",
 					"DELETE FROM dead_letter WHERE id = $1 RETURNING 1", 1};
 
 enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
-				 const struct db_page_req *pg, json_t **items, char **next,
-				 struct err *e)
+				 const struct db_page_req *pg, struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	char *after_id = NULL;
 	int64_t after_us = 0;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &after_us, &after_id, e))
@@ -45,7 +43,7 @@ enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const 
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	return db_page(r, items, next, e);
+	return db_page_read(r, out, e);
 }
 
 enum err_code db_deadletter_redrive(struct db_conn *c, const char *id, const char **kind,

@@ -9,11 +9,10 @@
 #include "db/db.h"
 
 /* One page (`pg`, borrowed) of the dead letters, newest first, filtered by
- * workflow and kind ("step" or "callback"; NULL: any): *items a new JSON
- * array, *next a malloc'd cursor or NULL on the last page. */
+ * workflow and kind ("step" or "callback"; NULL: any), into *out (the caller
+ * owns it: db_page_cleanup; zeroed on failure). */
 enum err_code db_deadletter_list(struct db_conn *c, const char *workflow, const char *kind,
-				 const struct db_page_req *pg, json_t **items, char **next,
-				 struct err *e);
+				 const struct db_page_req *pg, struct db_page *out, struct err *e);
 
 /* Redrives dead letter `id`: *kind receives "step" or "callback" (static).
  * Errors: ERR_NOT_FOUND; ERR_RUN_ACTIVE when a dead step's run runs again. */

@@ -71,10 +71,10 @@ enum err_code db_group_submit(struct db_conn *c, const char *group_id, const cha
 }
 
 enum err_code db_group_get(struct db_conn *c, const char *group_id, const struct db_page_req *pg,
-			   json_t **out, char **next, bool *done, struct err *e)
+			   json_t **head, struct db_page *members, bool *done, struct err *e)
 {
-	*out = NULL;
-	*next = NULL;
+	*head = NULL;
+	memset(members, 0, sizeof *members);
 	char *after = NULL;
 	int64_t ord = -1;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ord, &after, e))
@@ -96,21 +96,20 @@ enum err_code db_group_get(struct db_conn *c, const char *group_id, const struct
 		(json_int_t)db_i64(r, 0, 6), "cancelled", (json_int_t)db_i64(r, 0, 7));
 	*done = db_i64(r, 0, 3) + db_i64(r, 0, 4) == 0;
 	PQclear(r);
+	if (g == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
 
 	char after_ord[24];
 	struct db_page_params pp;
 	snprintf(after_ord, sizeof after_ord, "%lld", (long long)ord);
 	db_page_params(pg, &pp);
 	const char *p2[4] = {group_id, after_ord, pp.limit, pp.max_bytes};
-	json_t *arr = NULL;
 	r = db_exec(c, &q_members, p2, e);
-	if (r == NULL || db_page(r, &arr, next, e)) {
+	if (r == NULL || db_page_read(r, members, e)) {
 		json_decref(g);
 		return e->code;
 	}
-	json_object_set_new(g, "members", arr);
-	json_object_set_new(g, "next_cursor", *next ? json_string(*next) : json_null());
-	*out = g;
+	*head = g;
 	return ERR_OK;
 }
 

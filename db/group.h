@@ -17,12 +17,13 @@ enum err_code db_group_submit(struct db_conn *c, const char *group_id, const cha
 			      int priority, int max_attempts, bool *created, int *submitted,
 			      struct err *e);
 
-/* The group's JSON (new reference): counts and one page (`pg`, borrowed) of
- * members with its next_cursor, which is also returned in *next (malloc'd, or
- * NULL on the last page); *done whether every member is terminal.
- * ERR_NOT_FOUND for an unknown group. */
+/* Group `group_id`: *head is its JSON object without the members (new
+ * reference: group_id, workflow, created_at, total and the counts by status),
+ * *members one page (`pg`, borrowed) of its members (the caller owns it:
+ * db_page_cleanup), *done whether every member is terminal. On failure *head
+ * is NULL and *members zeroed. ERR_NOT_FOUND for an unknown group. */
 enum err_code db_group_get(struct db_conn *c, const char *group_id, const struct db_page_req *pg,
-			   json_t **out, char **next, bool *done, struct err *e);
+			   json_t **head, struct db_page *members, bool *done, struct err *e);
 
 /* Cancels the group's active members; *n receives how many. */
 enum err_code db_group_cancel(struct db_conn *c, const char *group_id, int *n, struct err *e);

@@ -71,11 +71,13 @@ struct db_page_params {
 };
 void db_page_params(const struct db_page_req *pg, struct db_page_params *out);
 
-/* Turns the rows of a DB_PAGE_SQL query into a new JSON array of the items in
- * *items and, when the list goes on, the cursor of the last item in *next
- * (malloc'd; NULL on the last page). Clears `r` in every case. ERR_INTERNAL
- * (nothing returned) when an item is not JSON or out of memory. */
-enum err_code db_page(PGresult *r, json_t **items, char **next, struct err *e);
+/* Turns the rows of a DB_PAGE_SQL query into *out (a zeroed struct the
+ * caller then owns: db_page_cleanup): the JSON array text of the items, each
+ * item's text copied as PostgreSQL rendered it (our SQL's jsonb, so valid
+ * JSON; nothing is parsed), and, when the list goes on, the cursor of the
+ * last item. Clears `r` in every case. ERR_INTERNAL (out left zeroed) when
+ * out of memory. */
+enum err_code db_page_read(PGresult *r, struct db_page *out, struct err *e);
 
 /* Opaque pagination cursors: base64url of "<created ms>|<id>". */
 char *db_cursor_encode(int64_t ms, const char *id);

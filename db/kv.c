@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "db/internal.h"
 
@@ -46,10 +47,9 @@ enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struc
 }
 
 enum err_code db_kv_list(struct db_conn *c, const char *prefix, const struct db_page_req *pg,
-			 json_t **items, char **next, struct err *e)
+			 struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	char *after = NULL;
 	int64_t ignored;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ignored, &after, e))
@@ -61,7 +61,7 @@ enum err_code db_kv_list(struct db_conn *c, const char *prefix, const struct db_
 	free(after);
 	if (r == NULL)
 		return e->code;
-	return db_page(r, items, next, e);
+	return db_page_read(r, out, e);
 }
 
 enum err_code db_kv_put(struct db_conn *c, const char *key, const char *value_json, json_t **item,

@@ -12,10 +12,10 @@
 enum err_code db_kv_get(struct db_conn *c, const char *key, json_t **item, struct err *e);
 
 /* One page (`pg`, borrowed) of the items whose key starts with `prefix` (""
- * for all), by key: *items a new JSON array, *next a malloc'd cursor or NULL
- * on the last page. */
+ * for all), by key, into *out (the caller owns it: db_page_cleanup; zeroed on
+ * failure). */
 enum err_code db_kv_list(struct db_conn *c, const char *prefix, const struct db_page_req *pg,
-			 json_t **items, char **next, struct err *e);
+			 struct db_page *out, struct err *e);
 
 /* Writes `value_json` (JSON text) at `key`; *item is the stored item. */
 enum err_code db_kv_put(struct db_conn *c, const char *key, const char *value_json, json_t **item,

@@ -14,7 +14,7 @@ static const struct db_stmt q_submit_many = {
 	"run_submit_many", "SELECT outcome, run_json, rid, wf FROM hf_submit_many($1::jsonb)", 1};
 static const struct db_stmt q_get = {
 	"run_get",
-	"SELECT hf_run_json(r), r.status IN ('succeeded', 'failed', 'cancelled')"
+	"SELECT hf_run_text(r), r.status IN ('succeeded', 'failed', 'cancelled')"
 	" FROM run r WHERE r.run_id = $1",
 	1};
 /* History in the order attempts happen: a generation's steps in turn, each
@@ -52,19 +52,18 @@ static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE r
  * keeps making custom ones. */
 static const struct db_stmt q_list = {
 	"run_list",
-	DB_PAGE_SQL(
-		"SELECT hf_run_json(r)::text AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
-		" r.created_at AS k_created FROM run r"
-		" WHERE ($1::text IS NULL OR r.workflow = $1)"
-		" AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
-		"      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
-		" AND ($3::text IS NULL OR r.group_id = $3)"
-		" AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
-		" AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
-		" AND ($6::bigint IS NULL"
-		"      OR (r.created_at, r.run_id) < (hf_from_us($6::bigint), $7))"
-		" ORDER BY r.created_at DESC, r.run_id DESC",
-		"k_created DESC, id DESC", "$8", "$9"),
+	DB_PAGE_SQL("SELECT hf_run_text(r) AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
+		    " r.created_at AS k_created FROM run r"
+		    " WHERE ($1::text IS NULL OR r.workflow = $1)"
+		    " AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
+		    "      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
+		    " AND ($3::text IS NULL OR r.group_id = $3)"
+		    " AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
+		    " AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
+		    " AND ($6::bigint IS NULL"
+		    "      OR (r.created_at, r.run_id) < (hf_from_us($6::bigint), $7))"
+		    " ORDER BY r.created_at DESC, r.run_id DESC",
+		    "k_created DESC, id DESC", "$8", "$9"),
 	9};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
 					1};
@@ -194,10 +193,9 @@ static enum err_code steps_cursor(const char *pos, int *step, int *attempt, stru
 }
 
 enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
-			   json_t **items, char **next, struct err *e)
+			   struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	int64_t gen = 0;
 	int step = -1, attempt = -1;
 	if (pg->cursor != NULL) {
@@ -222,7 +220,7 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 	if (r == NULL)
 		return e->code;
 	bool empty = PQntuples(r) == 0;
-	if (db_page(r, items, next, e))
+	if (db_page_read(r, out, e))
 		return e->code;
 	if (empty) { /* no history, or no run at all? */
 		const char *p1[1] = {run_id};
@@ -231,8 +229,7 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 			if (r != NULL)
 				err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
 			PQclear(r);
-			json_decref(*items);
-			*items = NULL;
+			db_page_cleanup(out);
 			return e->code;
 		}
 		PQclear(r);
@@ -241,10 +238,9 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 }
 
 enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
-			  const struct db_page_req *pg, json_t **items, char **next, struct err *e)
+			  const struct db_page_req *pg, struct db_page *out, struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	char *after_id = NULL;
 	int64_t after_us = 0;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &after_us, &after_id, e))
@@ -260,7 +256,7 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 	free(after_id);
 	if (r == NULL)
 		return e->code;
-	return db_page(r, items, next, e);
+	return db_page_read(r, out, e);
 }
 
 enum err_code db_run_cancel(struct db_conn *c, const char *run_id, enum run_cancel_result *res,

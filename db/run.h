@@ -54,11 +54,11 @@ enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bo
 			 struct err *e);
 
 /* One page (`pg`, borrowed) of the attempt history of run `run_id`, oldest
- * first: *items a new JSON array, *next a malloc'd cursor or NULL on the last
- * page. ERR_NOT_FOUND when the run does not exist, ERR_INVALID for a
- * malformed cursor. */
+ * first, into *out (the caller owns it: db_page_cleanup; zeroed on failure).
+ * ERR_NOT_FOUND when the run does not exist, ERR_INVALID for a malformed
+ * cursor. */
 enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
-			   json_t **items, char **next, struct err *e);
+			   struct db_page *out, struct err *e);
 
 struct run_filter {
 	const char *workflow;       /* NULL: any */
@@ -68,10 +68,10 @@ struct run_filter {
 	const char *created_before; /* RFC 3339 or NULL */
 };
 
-/* One page (`pg`, borrowed) of the runs matching `f`, newest first. *items
- * is a new JSON array; *next a malloc'd cursor or NULL on the last page. */
+/* One page (`pg`, borrowed) of the runs matching `f` (borrowed), newest
+ * first, into *out (the caller owns it: db_page_cleanup; zeroed on failure). */
 enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
-			  const struct db_page_req *pg, json_t **items, char **next, struct err *e);
+			  const struct db_page_req *pg, struct db_page *out, struct err *e);
 
 enum run_cancel_result { RUN_CANCELLED = 1, RUN_CANCELLING };
 

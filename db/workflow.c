@@ -172,11 +172,10 @@ enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out,
 	return ERR_OK;
 }
 
-enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, json_t **items,
-			       char **next, struct err *e)
+enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, struct db_page *out,
+			       struct err *e)
 {
-	*items = NULL;
-	*next = NULL;
+	memset(out, 0, sizeof *out);
 	char *after = NULL;
 	int64_t ignored;
 	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ignored, &after, e))
@@ -188,7 +187,7 @@ enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, 
 	free(after);
 	if (r == NULL)
 		return e->code;
-	return db_page(r, items, next, e);
+	return db_page_read(r, out, e);
 }
 
 enum err_code db_workflow_delete(struct db_conn *c, const char *name, struct err *e)

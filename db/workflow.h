@@ -49,10 +49,10 @@ enum err_code db_workflow_rotate(struct db_conn *c, const char *name, const char
 /* The public JSON of workflow `name` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e);
 
-/* One page (`pg`, borrowed) of the workflows by name as a new JSON array in
- * *items; *next is a malloc'd cursor, or NULL on the last page. */
-enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, json_t **items,
-			       char **next, struct err *e);
+/* One page (`pg`, borrowed) of the workflows by name into *out (the caller
+ * owns it: db_page_cleanup; zeroed on failure). */
+enum err_code db_workflow_list(struct db_conn *c, const struct db_page_req *pg, struct db_page *out,
+			       struct err *e);
 
 /* Deletes workflow `name`: ERR_NOT_FOUND, or ERR_WORKFLOW_IN_USE while it has
  * active runs. */

@@ -63,6 +63,12 @@ struct db_page_req hc_first_page(struct http_req *r, int limit)
 		.limit = limit, .cursor = NULL, .max_bytes = http_req_app(r)->cfg->max_page_bytes};
 }
 
+void hc_reply_page(struct http_req *r, int status, json_t *head, const char *key,
+		   const struct db_page *page)
+{
+	http_reply_page(r, status, head, key, page->items.data, page->items.len, page->next);
+}
+
 enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct err *e)
 {
 	const char *key;

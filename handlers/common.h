@@ -32,6 +32,12 @@ enum err_code hc_paging(struct http_req *r, int def_limit, struct db_page_req *p
 /* The first page of at most `limit` items, within the byte cap. */
 struct db_page_req hc_first_page(struct http_req *r, int limit);
 
+/* The one way a list is answered: `status` with the object `head` (stolen;
+ * NULL for a plain list) plus "<key>": the items of `page` (borrowed; their
+ * JSON text is copied, not parsed) and "next_cursor". */
+void hc_reply_page(struct http_req *r, int status, json_t *head, const char *key,
+		   const struct db_page *page);
+
 /* ERR_INVALID naming the first key of `obj` not in the NULL-terminated
  * `allowed` list. */
 enum err_code hc_only_keys(const json_t *obj, const char *const *allowed, struct err *e);

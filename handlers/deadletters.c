@@ -17,8 +17,7 @@ void handle_deadletter_list(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *items = NULL;
-	char *next = NULL;
+	struct db_page items = {0};
 	struct db_page_req pg;
 	const char *workflow = http_req_query(r, "workflow");
 	const char *kind = http_req_query(r, "kind");
@@ -30,12 +29,11 @@ void handle_deadletter_list(struct http_req *r)
 		err_set(&e, ERR_INVALID, "kind: must be step or callback");
 		goto out;
 	}
-	if (hc_db(r, &c, &e) || db_deadletter_list(c, workflow, kind, &pg, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_deadletter_list(c, workflow, kind, &pg, &items, &e))
 		goto out;
-	http_reply_json(r, 200,
-			json_pack("{s:o, s:s?}", "dead_letters", items, "next_cursor", next));
+	hc_reply_page(r, 200, NULL, "dead_letters", &items);
 out:
-	free(next);
+	db_page_cleanup(&items);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);

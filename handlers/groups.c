@@ -160,7 +160,7 @@ void handle_group_put(struct http_req *r)
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	json_t *body = NULL, *g = NULL;
-	char *next = NULL;
+	struct db_page members = {0};
 	const char *group_id = http_req_param(r, 0);
 	struct group_put gp = {0};
 	struct db_page_req first = hc_first_page(r, HC_PAGE_LIMIT);
@@ -171,12 +171,14 @@ void handle_group_put(struct http_req *r)
 	    hc_db(r, &c, &e) ||
 	    db_group_submit(c, group_id, gp.workflow, gp.manifest, gp.members_text, gp.priority,
 			    gp.max_attempts, &created, &submitted, &e) ||
-	    db_group_get(c, group_id, &first, &g, &next, &done, &e))
+	    db_group_get(c, group_id, &first, &g, &members, &done, &e))
 		goto out;
 	json_object_set_new(g, "submitted", json_integer(submitted));
-	http_reply_json(r, created ? 201 : 200, g);
+	hc_reply_page(r, created ? 201 : 200, g, "members", &members);
+	g = NULL;
 out:
-	free(next);
+	json_decref(g);
+	db_page_cleanup(&members);
 	groups_put_cleanup(&gp);
 	json_decref(body);
 	hc_db_release(r, c);
@@ -189,7 +191,7 @@ void handle_group_get(struct http_req *r)
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	json_t *g = NULL;
-	char *next = NULL;
+	struct db_page members = {0};
 	const char *group_id = http_req_param(r, 0);
 	struct db_page_req pg;
 	int64_t wait_ms;
@@ -198,7 +200,7 @@ void handle_group_get(struct http_req *r)
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) ||
 	    hc_paging(r, HC_PAGE_LIMIT, &pg, &e) ||
 	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
-	    db_group_get(c, group_id, &pg, &g, &next, &done, &e))
+	    db_group_get(c, group_id, &pg, &g, &members, &done, &e))
 		goto out;
 	snprintf(key, sizeof key, "group:%s", group_id);
 	/* Each member's termination fires the wait; it is re-armed until every
@@ -206,32 +208,26 @@ void handle_group_get(struct http_req *r)
 	while (!done && wait_ms > 0 && !http_longpoll_expired(r)) {
 		json_decref(g);
 		g = NULL;
-		free(next);
-		next = NULL;
+		db_page_cleanup(&members);
 		if (http_longpoll_arm(r, key, wait_ms, &e) ||
-		    db_group_get(c, group_id, &pg, &g, &next, &done, &e))
+		    db_group_get(c, group_id, &pg, &g, &members, &done, &e))
 			goto out;
 		if (done)
 			break;
 		hc_db_release(r, c);
 		c = NULL;
 		if (http_longpoll_suspend(r))
-			goto suspended;
+			goto out;
 		json_decref(g);
 		g = NULL;
-		free(next);
-		next = NULL;
-		if (hc_db(r, &c, &e) || db_group_get(c, group_id, &pg, &g, &next, &done, &e))
+		db_page_cleanup(&members);
+		if (hc_db(r, &c, &e) || db_group_get(c, group_id, &pg, &g, &members, &done, &e))
 			goto out;
 	}
-	http_reply_json(r, 200, g);
-	g = NULL;
-	goto out;
-suspended:
-	json_decref(g);
+	hc_reply_page(r, 200, g, "members", &members);
 	g = NULL;
 out:
-	free(next);
+	db_page_cleanup(&members);
 	json_decref(g);
 	hc_db_release(r, c);
 	if (e.code)
@@ -244,17 +240,17 @@ void handle_group_cancel(struct http_req *r)
 	struct db_conn *c = NULL;
 	const char *group_id = http_req_param(r, 0);
 	json_t *g = NULL;
-	char *next = NULL;
+	struct db_page members = {0};
 	struct db_page_req first = hc_first_page(r, 1);
 	bool done;
 	int n = 0;
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) || hc_db(r, &c, &e) ||
-	    db_group_get(c, group_id, &first, &g, &next, &done, &e) ||
+	    db_group_get(c, group_id, &first, &g, &members, &done, &e) ||
 	    db_group_cancel(c, group_id, &n, &e))
 		goto out;
 	http_reply_json(r, 200, json_pack("{s:i}", "cancelled", n));
 out:
-	free(next);
+	db_page_cleanup(&members);
 	json_decref(g);
 	hc_db_release(r, c);
 	if (e.code)

@@ -39,8 +39,7 @@ void handle_kv_list(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *items = NULL;
-	char *next = NULL;
+	struct db_page items = {0};
 	struct db_page_req pg;
 	const char *prefix = http_req_query(r, "prefix");
 	if (prefix == NULL)
@@ -49,11 +48,11 @@ void handle_kv_list(struct http_req *r)
 		goto out;
 	if (*prefix != '\0' && ids_check_key("prefix", prefix, strlen(prefix), &e))
 		goto out;
-	if (hc_db(r, &c, &e) || db_kv_list(c, prefix, &pg, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_kv_list(c, prefix, &pg, &items, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "items", items, "next_cursor", next));
+	hc_reply_page(r, 200, NULL, "items", &items);
 out:
-	free(next);
+	db_page_cleanup(&items);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);

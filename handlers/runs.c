@@ -240,16 +240,15 @@ void handle_run_steps(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *steps = NULL;
-	char *next = NULL;
+	struct db_page steps = {0};
 	struct db_page_req pg;
 	const char *id;
 	if (path_run_id(r, &id, &e) || hc_paging(r, HC_STEPS_PAGE_LIMIT, &pg, &e) ||
-	    hc_db(r, &c, &e) || db_run_steps(c, id, &pg, &steps, &next, &e))
+	    hc_db(r, &c, &e) || db_run_steps(c, id, &pg, &steps, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "steps", steps, "next_cursor", next));
+	hc_reply_page(r, 200, NULL, "steps", &steps);
 out:
-	free(next);
+	db_page_cleanup(&steps);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
@@ -288,8 +287,7 @@ void handle_run_list(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *items = NULL;
-	char *next = NULL;
+	struct db_page items = {0};
 	struct strbuf st = {0};
 	struct db_page_req pg;
 	int64_t ms;
@@ -320,11 +318,11 @@ void handle_run_list(struct http_req *r)
 			goto out;
 		f.statuses = st.data;
 	}
-	if (hc_db(r, &c, &e) || db_run_list(c, &f, &pg, &items, &next, &e))
+	if (hc_db(r, &c, &e) || db_run_list(c, &f, &pg, &items, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "runs", items, "next_cursor", next));
+	hc_reply_page(r, 200, NULL, "runs", &items);
 out:
-	free(next);
+	db_page_cleanup(&items);
 	strbuf_cleanup(&st);
 	hc_db_release(r, c);
 	if (e.code)

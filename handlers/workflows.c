@@ -185,15 +185,14 @@ void handle_workflow_list(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *items = NULL;
-	char *next = NULL;
+	struct db_page items = {0};
 	struct db_page_req pg;
 	if (hc_paging(r, HC_PAGE_LIMIT, &pg, &e) || hc_db(r, &c, &e) ||
-	    db_workflow_list(c, &pg, &items, &next, &e))
+	    db_workflow_list(c, &pg, &items, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:o, s:s?}", "workflows", items, "next_cursor", next));
+	hc_reply_page(r, 200, NULL, "workflows", &items);
 out:
-	free(next);
+	db_page_cleanup(&items);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);

@@ -33,6 +33,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/sig.h"
+#include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "service/keyring.h"
 #include "service/listener.h"
@@ -414,6 +415,45 @@ void http_reply_json(struct http_req *r, int status, json_t *body)
 		return;
 	}
 	queue(r, status, "application/json", s, strlen(s));
+}
+
+void http_reply_page(struct http_req *r, int status, json_t *head, const char *key,
+		     const char *items, size_t len, const char *next)
+{
+	struct strbuf b = {0};
+	char *h = head ? json_dumps(head, JSON_COMPACT) : NULL;
+	json_decref(head);
+	if (head != NULL && (h == NULL || h[0] != '{')) {
+		free(h);
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "could not encode the response");
+		http_reply_error(r, &e);
+		return;
+	}
+	/* "{...}" without its closing brace, then the page's members. */
+	size_t hl = h ? strlen(h) - 1 : 1;
+	strbuf_add(&b, h ? h : "{", hl);
+	free(h);
+	if (hl > 1)
+		strbuf_add(&b, ",", 1);
+	strbuf_json_string(&b, key);
+	strbuf_add(&b, ":", 1);
+	strbuf_add(&b, items, len);
+	strbuf_puts(&b, ",\"next_cursor\":");
+	if (next != NULL)
+		strbuf_json_string(&b, next);
+	else
+		strbuf_puts(&b, "null");
+	strbuf_add(&b, "}", 1);
+	size_t n = b.len;
+	char *s = strbuf_take(&b);
+	if (s == NULL) {
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		http_reply_error(r, &e);
+		return;
+	}
+	queue(r, status, "application/json", s, n);
 }
 
 void http_reply_error(struct http_req *r, const struct err *e)

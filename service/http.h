@@ -121,6 +121,15 @@ void http_reply_json(struct http_req *r, int status, json_t *body);
  * detail behind the request id (the detail is logged). */
 void http_reply_error(struct http_req *r, const struct err *e);
 
+/* Replies `status` with one page of a list, as JSON: the object `head`
+ * (stolen; NULL: an empty one) with two more members, "<key>" (`key`
+ * borrowed; not a member of `head`) whose value is the JSON array text
+ * `items` (`len` bytes, borrowed, copied as is: it must already be valid
+ * JSON, e.g. as PostgreSQL rendered it) and "next_cursor": `next` (borrowed)
+ * as a string, or null when NULL. */
+void http_reply_page(struct http_req *r, int status, json_t *head, const char *key,
+		     const char *items, size_t len, const char *next);
+
 /* Replies `status` with `len` bytes of `body` (copied) of type `ctype`. */
 void http_reply_bytes(struct http_req *r, int status, const char *ctype, const char *body,
 		      size_t len);

@@ -6,7 +6,9 @@ import base64
 import threading
 import time
 
-from harness import TS_RE, Hang, Reply, StepScript, assert_error, cont, succeed
+from harness import TS_RE, Hang, Reply, StepScript, assert_error, cont, fail, succeed
+from helpers_issue3 import wait_signal
+from helpers_issue4 import put_group, wait_group_terminal
 
 PARKED = 600000
 
@@ -163,3 +165,61 @@ def test_list_runs_rejects_bad_limit_and_status(api):
     for raw in (b"123|\xff\xfe", b"123|a\x00b"):
         cur = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         assert_error(api.get("/v1/runs", params={"cursor": cur}), 400, "invalid_argument", "cursor")
+
+
+def test_listed_runs_are_the_text_of_their_jsonb_in_every_state(api, webhook, sql):
+    """GET /v1/runs passes hf_run_text through (db/engine/02_json.sql): it must
+    be, byte for byte, hf_run_json's rendering as jsonb (what the byte cap
+    counted before), for runs in each state a run rests in (cancelling only
+    lasts while a call is aborted) and with strings to escape; and
+    each listed run must equal what GET /v1/runs/{id} shows."""
+    odd = 'quote " backslash \\ newline \n tab \t control \x01 unicode \u00e9\u2028\U0001f600'
+    release = threading.Event()
+
+    def answer(req):
+        rid = req.run_id
+        if rid.startswith("hold"):
+            return Hang(release=release, then=succeed(odd))
+        if rid == "waits":
+            return wait_signal("wait:" + odd, 600000)
+        if rid == "fails":
+            return fail(odd)
+        if rid == "cancels":
+            return Reply(200, {"outcome": "cancel", "reason": odd})
+        return succeed({"echo": req.field("payload"), "n": [1, 2.5, -0.0, 1.25e-7, None, True]})
+    webhook.route("/steps", answer)
+    api.put_workflow("wf", webhook.url(), max_concurrency=1)
+    api.put_workflow("free", webhook.url())
+    api.submit("wf", run_id="hold-1", input={"k": odd})
+    webhook.wait_requests(1, run_id="hold-1")
+    api.submit("wf", run_id="hold-pending", input=None, headers={"x-odd": 'q " b \\ \u00e9'})
+    api.submit("free", run_id="parked", input=odd, delay_ms=PARKED, priority=7)
+    api.submit("free", run_id="waits", input=[])
+    api.submit("free", run_id="stopped", delay_ms=PARKED)
+    assert api.post("/v1/runs/stopped/cancel").status == 200
+    for rid in ("fails", "cancels", "done"):
+        api.submit("free", run_id=rid, input=-2.5)
+    assert put_group(api, "g-1", "free", [{"key": "m" + odd, "input": {"a": None}}]).status == 201
+    wait_group_terminal(api, "g-1")
+    api.wait_status("waits", "waiting")
+    for rid in ("fails", "cancels", "done"):
+        api.wait_terminal(rid)
+    assert api.run("hold-1")["status"] == "running"
+    assert api.run("hold-pending")["status"] == "pending"
+    statuses = {r["run_id"]: r["status"] for r in api.get("/v1/runs").body["runs"]}
+    assert set(statuses.values()) >= {"running", "pending", "scheduled", "waiting", "succeeded",
+                                      "failed", "cancelled"}, statuses
+
+    differ = sql("SELECT r.run_id, hf_run_text(r), hf_run_json(r)::text FROM run r"
+                 " WHERE hf_run_text(r) IS DISTINCT FROM hf_run_json(r)::text")
+    assert differ == [], "hf_run_text differs from hf_run_json's text: %r" % (differ,)
+    assert int(sql("SELECT count(*) FROM run")[0][0]) == len(statuses) == 9
+
+    r = api.get("/v1/runs")
+    assert r.status == 200 and r.body["next_cursor"] is None, r
+    for item in r.body["runs"]:
+        assert item == api.run(item["run_id"]), item["run_id"]
+    assert [x["group"] for x in r.body["runs"] if x["group"]] == [{"id": "g-1", "key": "m" + odd}]
+
+    release.set()
+    assert api.wait_terminal("hold-1")["result"] == odd
