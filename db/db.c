@@ -259,9 +259,17 @@ json_t *db_json(const PGresult *r, int row, int col)
 {
 	if (PQgetisnull(r, row, col))
 		return json_null();
-	const char *s = PQgetvalue(r, row, col);
-	return json_loadb(s, (size_t)PQgetlength(r, row, col), JSON_DECODE_ANY | JSON_ALLOW_NUL,
-			  NULL);
+	return db_json_parse(PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col));
+}
+
+json_t *db_json_parse(const char *s, size_t len)
+{
+	json_error_t je;
+	json_t *v = json_loadb(s, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+	if (v == NULL && json_error_code(&je) == json_error_numeric_overflow)
+		v = json_loadb(s, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL,
+			       NULL);
+	return v;
 }
 
 int64_t db_i64(const PGresult *r, int row, int col)

@@ -8,6 +8,7 @@
 #ifndef HOOKFLOW_DB_H
 #define HOOKFLOW_DB_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -41,6 +42,13 @@ void db_page_cleanup(struct db_page *p);
 
 /* Opens a connection to `url` (borrowed). On success *out is a new connection
  * owned by the caller (db_conn_free). Failure: ERR_UNAVAILABLE. */
+/* Parses `len` bytes of JSON text that PostgreSQL rendered from jsonb
+ * (borrowed). jsonb keeps numbers as numeric and renders 1e30 as a 31-digit
+ * integer, which jansson cannot hold: a document with such a number is read
+ * with every number as a real, so it keeps its value. Returns a new
+ * reference, or NULL when the text is not JSON. */
+json_t *db_json_parse(const char *s, size_t len);
+
 enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e);
 
 /* Closes `c`; NULL is a no-op. */

@@ -179,7 +179,7 @@ void handle_run_submit(struct http_req *r)
 		http_reply_error(r, &a->err);
 		return;
 	}
-	json_t *run = json_loads(a->run_json, 0, NULL);
+	json_t *run = db_json_parse(a->run_json, strlen(a->run_json));
 	if (run == NULL) {
 		err_set(&e, ERR_INTERNAL, "submit: unreadable run");
 		http_reply_error(r, &e);

@@ -673,7 +673,7 @@ static void renew(struct worker *w, bool any_outstanding)
  * when the record cannot be used (the webhook is called instead). */
 static bool replay(struct worker *w, struct inflight *f)
 {
-	json_t *rec = json_loads(f->job.replayed, 0, NULL);
+	json_t *rec = db_json_parse(f->job.replayed, strlen(f->job.replayed));
 	json_t *o = json_object_get(rec, "outcome");
 	int64_t age = json_integer_value(json_object_get(rec, "age_ms"));
 	struct verdict v = {.kind = VERDICT_OK, .retry_after_ms = -1};

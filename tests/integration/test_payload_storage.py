@@ -101,3 +101,25 @@ def test_large_values_are_compressed_with_lz4(api, db, webhook):
     assert db.scalar("SELECT pg_column_compression(input) FROM run WHERE run_id = '%s'" % rid) == "lz4"
     assert db.scalar("SELECT pg_column_compression(output) FROM step_attempt "
                      "WHERE run_id = '%s' AND step = 0" % rid) == "lz4"
+
+
+def test_numbers_beyond_64_bits_are_kept_and_read_back(api, webhook):
+    # jsonb renders 1e30 as a 31-digit integer, which the service's JSON
+    # library cannot hold as an integer: it reads such a document with reals.
+    seen = []
+
+    def handler(req):
+        seen.append(req.field("payload"))
+        return cont({"huge": 1.5e300}) if req.step == 0 else succeed({"r": 1e30, "n": 7})
+
+    webhook.route("/steps", handler)
+    api.put_workflow("big-numbers", webhook.url())
+    run = api.submit("big-numbers", input={"big": 1e30, "small": 5})
+    assert float(run["input"]["big"]) == 1e30 and run["input"]["small"] == 5, run
+    done = api.wait_terminal(run["run_id"])
+    assert done["status"] == "succeeded", done
+    assert float(done["result"]["r"]) == 1e30 and done["result"]["n"] == 7, done
+    assert float(seen[0]["big"]) == 1e30 and float(seen[1]["huge"]) == 1.5e300, seen
+    again = api.submit("big-numbers", expect=200, run_id=run["run_id"],
+                       input={"big": 1e30, "small": 5})
+    assert again["newly_submitted"] is False, again
