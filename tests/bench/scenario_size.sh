@@ -68,19 +68,25 @@ size_fill() {
 	((n == 0)) || say "size: $n runs kept in ${R[size_${n}_fill_s]} s"
 }
 
+# size_path NAME WORKFLOW RUN_ID: the path of GET NAME (list, filtered, failed,
+# run, steps).
+size_path() {
+	case $1 in
+	list) echo "/v1/runs?limit=100" ;;
+	filtered) echo "/v1/runs?limit=100&workflow=$2&status=succeeded" ;;
+	failed) echo "/v1/runs?limit=100&status=failed" ;;
+	run) echo "/v1/runs/$3" ;;
+	steps) echo "/v1/runs/$3/steps" ;;
+	esac
+}
+
 # size_gets KEY PORT RUN_ID WORKFLOW: times the GETs; sets R[KEY_<get>_p50/_p99]
 # (ms).
 size_gets() {
 	local key=$1 port=$2 rid=$3 wf=$4 name path i args times stats bad
 	local base="http://127.0.0.1:$port"
 	for name in list filtered failed run steps; do
-		case $name in
-		list) path="/v1/runs?limit=100" ;;
-		filtered) path="/v1/runs?limit=100&workflow=$wf&status=succeeded" ;;
-		failed) path="/v1/runs?limit=100&status=failed" ;;
-		run) path="/v1/runs/$rid" ;;
-		steps) path="/v1/runs/$rid/steps" ;;
-		esac
+		path=$(size_path "$name" "$wf" "$rid")
 		args=()
 		for ((i = 0; i < SIZE_WARMUP + SIZE_GETS; i++)); do
 			args+=(-o /dev/null "$base$path")
@@ -183,13 +189,7 @@ size_rows() {
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "S3" "GETs, $SIZE_KEPT runs kept, $SIZE_GETS each: p50 / p99 ms" \
 		"" "p99 < 5 ms" "" ""
 	for name in list filtered failed run steps; do
-		case $name in
-		list) label="GET /v1/runs?limit=100" ;;
-		filtered) label="GET /v1/runs?limit=100&workflow=W&status=succeeded" ;;
-		failed) label="GET /v1/runs?limit=100&status=failed" ;;
-		run) label="GET /v1/runs/{id}" ;;
-		steps) label="GET /v1/runs/{id}/steps" ;;
-		esac
+		label="GET $(size_path "$name" W '{id}')"
 		ok=$(size_verdict size_lt "${R[size_${SIZE_KEPT}_${name}_p99]}" 5)
 		printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  $label" \
 			"${R[size_${SIZE_KEPT}_${name}_p50]} / ${R[size_${SIZE_KEPT}_${name}_p99]}" "" "-" \
