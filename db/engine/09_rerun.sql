@@ -4,12 +4,15 @@
 
 -- Starts generation n+1 of terminated run `r` (locked by the caller) at step
 -- `from_step` with `payload`: the run's memos stay, its history keeps the
--- earlier generations.
+-- earlier generations. Step 0 with the run's (current) input keeps no copy
+-- of it: hf_step_payload reads step 0's payload from the input.
 CREATE FUNCTION hf_restart(r run, from_step integer, p_payload jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
 	UPDATE run SET status = 'pending', step = from_step, attempt = 0,
-		generation = r.generation + 1, job_id = hf_new_id(), payload = p_payload,
+		generation = r.generation + 1, job_id = hf_new_id(),
+		payload = CASE WHEN from_step = 0 AND p_payload IS NOT DISTINCT FROM input
+			       THEN NULL ELSE p_payload END,
 		signal = NULL, seq = nextval('hf_seq'), next_at = now(), wait_key = NULL,
 		wait_timeout_at = NULL, cancel_requested = false, lease_owner = NULL,
 		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,

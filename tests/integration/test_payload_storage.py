@@ -80,6 +80,8 @@ def test_a_rerun_finds_each_steps_payload_and_keeps_the_earlier_history(api, db,
     assert api.wait_terminal(rid)["status"] == "succeeded"
     step0 = {s["generation"]: s["payload"] for s in api.steps(rid) if s["step"] == 0}
     assert step0 == {1: p0, 3: new_input}, sorted(step0)
+    # The new input is the run's input, and stored only there.
+    assert copies(db, new_input["m"]) == 1, new_input["m"]
 
 
 def test_a_dead_step_keeps_its_payload_in_the_dead_letter(api, db, webhook):
