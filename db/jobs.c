@@ -13,7 +13,9 @@
 #define JOB_SELECT(name, type) ", " #name
 static const struct db_stmt q_cycle = {
 	"jobs_cycle",
-	"SELECT 0" JOB_COLUMNS(JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5)", 5};
+	"SELECT 0" JOB_COLUMNS(
+		JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5, $6::jsonb)",
+	6};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
@@ -226,31 +228,71 @@ static char *encode_items(const struct settlement *v, size_t n, enum job_kind ki
 	return text;
 }
 
+void claim_lane_cleanup(struct claim_lane *l)
+{
+	free(l->workflow);
+	free(l->key);
+	memset(l, 0, sizeof *l);
+}
+
+/* The cursor as hf_claim reads it: {"priority", "workflow", "key"}, or
+ * "null". Malloc'd; NULL when out of memory. */
+static char *encode_lane(const struct claim_lane *l)
+{
+	if (!l->set)
+		return strdup("null");
+	json_t *o = json_pack("{s:i, s:s, s:s}", "priority", l->priority, "workflow", l->workflow,
+			      "key", l->key);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return text;
+}
+
+/* Takes the lane of row `row` (kind 'lane') as the cursor. */
+static void read_lane(const PGresult *r, int row, int col, struct claim_lane *l)
+{
+	struct claimed_job j = {0};
+	read_job(r, row, col, &j);
+	if (j.workflow != NULL && j.concurrency_key != NULL) {
+		claim_lane_cleanup(l);
+		l->set = true;
+		l->priority = j.priority;
+		l->workflow = j.workflow;
+		l->key = j.concurrency_key;
+		j.workflow = NULL;
+		j.concurrency_key = NULL;
+	}
+	db_claimed_job_cleanup(&j);
+}
+
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
-			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
-			    int *njobs, int *lost, struct err *e)
+			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
+			    struct claimed_job **jobs, int *njobs, int *lost, struct err *e)
 {
 	*jobs = NULL;
 	*njobs = 0;
 	*lost = 0;
 	char *st = encode_items(v, n, JOB_STEP);
 	char *cb = encode_items(v, n, JOB_CALLBACK);
-	if (st == NULL || cb == NULL) {
+	char *ln = encode_lane(lane);
+	if (st == NULL || cb == NULL || ln == NULL) {
 		free(st);
 		free(cb);
+		free(ln);
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	}
 	char lim[16], lease[16];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%d", lease_ms);
-	const char *p[5] = {st, cb, owner, lim, lease};
+	const char *p[6] = {st, cb, owner, lim, lease, ln};
 	PGresult *r = db_exec(c, &q_cycle, p, e);
 	free(st);
 	free(cb);
+	free(ln);
 	if (r == NULL)
 		return e->code;
-	/* A row is a claimed job, or (kind lost_step, lost_callback) a
-	 * settlement whose claim was lost. */
+	/* A row is a claimed job, the lane the claim stopped at (kind lane), or
+	 * (kind lost_step, lost_callback) a settlement whose claim was lost. */
 	int rows = PQntuples(r);
 	struct claimed_job *a = rows > 0 ? calloc((size_t)rows, sizeof *a) : NULL;
 	if (rows > 0 && a == NULL) {
@@ -261,6 +303,8 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	for (int i = 0; i < rows; i++) {
 		if (strncmp(PQgetvalue(r, i, 1), "lost_", 5) == 0)
 			(*lost)++;
+		else if (strcmp(PQgetvalue(r, i, 1), "lane") == 0)
+			read_lane(r, i, 1, lane);
 		else
 			read_job(r, i, 1, &a[k++]);
 	}

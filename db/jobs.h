@@ -49,7 +49,9 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 	X(now_ms, I64)   /* the database's clock at claim time */                         \
 	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */           \
 	/* the replaced secret, signing in a rotation's grace, or NULL */                 \
-	X(secret_previous, STR)
+	X(secret_previous, STR)                                                           \
+	X(concurrency_key, STR) /* the run's flow-control key, or NULL */                 \
+	X(priority, INT)
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *
@@ -126,16 +128,32 @@ void settlements_clear(struct settlements *l);
 /* Frees the list and its items; zeroed. */
 void settlements_cleanup(struct settlements *l);
 
+/* Where a claimer's previous claim stopped among the lanes of pending runs
+ * (priority, workflow, concurrency key; hf_claim in db/engine/04_claim.sql):
+ * the next claim takes the lanes in turn from there. Zeroed: from the start.
+ * The strings are owned. */
+struct claim_lane {
+	bool set;
+	int priority;
+	char *workflow;
+	char *key;
+};
+
+/* Frees what `l` owns and zeroes it. */
+void claim_lane_cleanup(struct claim_lane *l);
+
 /* One dispatcher cycle in one transaction (hf_cycle): settles `n` ended
  * calls `v` (borrowed; either kind, n may be 0), then claims up to `limit`
- * jobs (0: none) for `owner` with a lease of `lease_ms`. *jobs is a malloc'd
+ * jobs (0: none) for `owner` with a lease of `lease_ms`, taking the lanes in
+ * turn after `*lane`, which receives where this claim stopped (unchanged when
+ * it took no step). *jobs is a malloc'd
  * array of *njobs jobs (free each with db_claimed_job_cleanup, then the
  * array); *lost receives how many settlements were refused because their
  * claim had been lost (someone else owns the job now). On failure nothing
  * was settled or claimed. */
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
-			    const char *owner, int limit, int lease_ms, struct claimed_job **jobs,
-			    int *njobs, int *lost, struct err *e);
+			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
+			    struct claimed_job **jobs, int *njobs, int *lost, struct err *e);
 
 /* Settles `n` ended calls `v` (borrowed) in one transaction. *lost (may be
  * NULL) receives how many claims had been lost. */

@@ -95,6 +95,7 @@ struct worker {
 	int64_t db_retry_at;
 	int64_t settle_retry_at;
 	struct settlements work; /* settlements being committed */
+	struct claim_lane lane;  /* where the last claim stopped (fair share) */
 
 	/* the exchange, guarded by mu */
 	pthread_mutex_t mu;
@@ -855,7 +856,7 @@ static bool cycle(struct worker *w, int room)
 	int n = 0, lost = 0;
 	size_t nsettle = settling ? w->work.n : 0;
 	enum err_code rc = db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want,
-					 w->d->cfg->lease_ms, &jobs, &n, &lost, &e);
+					 w->d->cfg->lease_ms, &w->lane, &jobs, &n, &lost, &e);
 	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
 			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);
@@ -1117,6 +1118,7 @@ void dispatcher_free(struct dispatcher *d)
 		db_conn_free(w->db);
 		settlements_cleanup(&w->out);
 		settlements_cleanup(&w->work);
+		claim_lane_cleanup(&w->lane);
 		for (int k = 0; k < w->ncancels; k++)
 			free(w->cancels[k]);
 		free(w->cancels);

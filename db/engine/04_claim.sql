@@ -2,57 +2,185 @@
 -- time for the dispatcher's timer.
 
 -- Claims up to p_limit jobs for p_owner: step jobs of pending runs, then
--- pending callbacks, in (priority, FIFO) order, skipping rows other instances
--- hold. A workflow's max_concurrency is enforced by a slot counter on its row,
--- taken under that row's lock, so it holds across instances. Each row is an
--- hf_job (migrations/0001_init.sql and 0003), decoded by db/jobs.c's
+-- pending callbacks, skipping rows other instances hold. Each row is an
+-- hf_job (migrations/0001_init.sql, 0003, 0007), decoded by db/jobs.c's
 -- JOB_COLUMNS. A job carries the workflow's secret and, while a rotation's
 -- grace period lasts (secret_previous_until, POST /v1/workflows/{name}/secret),
 -- the secret it replaced: the call is signed with both.
-CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer)
+--
+-- Pending runs are taken lane by lane (README "Flow control"): a lane is
+-- (priority, workflow, concurrency key), the runs without a key of a workflow
+-- forming one lane, FIFO within it. The lowest priority number comes first;
+-- within a priority the lanes take turns, starting after p_lane, the lane
+-- the caller's previous claim stopped at ({"priority", "workflow", "key"};
+-- NULL: from the start), so that one lane's backlog cannot hold back the
+-- others: a batch of p_limit visits up to p_limit lanes and shares itself
+-- among them. The lane the claim stopped at comes back as a row of kind
+-- 'lane' (workflow, priority, concurrency_key; every other column NULL).
+--
+-- A lane that may not run now is passed over with one index probe, without
+-- reading its runs: a paused workflow, one at its max_concurrency (a slot
+-- counter on its row), a key at the workflow's key_concurrency (a slot
+-- counter in flow_key). The counters are taken under their row's lock, so
+-- they hold across instances; a row another transaction holds is passed
+-- over this time (never waited for). The runs that take a slot are marked
+-- (holds_slot, holds_key_slot) and give it back when their claim ends
+-- (hf_release_slot, hf_release_key_slot).
+CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
+			 p_lane jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
-	cand text[];
-	capped record;
-	granted integer;
+	lvl integer;             -- the priority whose lanes are being visited
+	cw text;                 -- the last lane visited in it (workflow, key)
+	ck text;
+	lap_w text;              -- the lap of this level ends after this lane
+	lap_k text;
+	wrapped boolean;
+	skip_wf boolean := false;
+	probes integer := 0;
+	l record;
+	wf workflow;
+	wf_free integer;
+	key_free integer;
+	lane_p integer[] := '{}';
+	lane_w text[] := '{}';
+	lane_k text[] := '{}';
+	lane_room integer[] := '{}';  -- the key's free slots, NULL: no key cap
+	caps text[] := '{}';     -- capped workflows seen, and their free slots
+	caps_free integer[] := '{}';
+	i integer;
+	q integer;
+	got text[];
+	cand text[] := '{}';
 	slot_ids text[] := '{}';
-	any_capped boolean;
-	n integer;
+	key_ids text[] := '{}';
+	n integer := 0;
 	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
 BEGIN
-	SELECT array_agg(c.run_id), bool_or(c.capped) INTO cand, any_capped FROM (
-		SELECT r.run_id, w.max_concurrency > 0 AS capped
-		FROM run r JOIN workflow w ON w.name = r.workflow
-		WHERE r.status = 'pending'
-		  AND (w.max_concurrency = 0 OR w.inflight < w.max_concurrency)
-		ORDER BY r.priority, r.seq
-		LIMIT p_limit
-		FOR UPDATE OF r SKIP LOCKED) c;
-
-	IF cand IS NOT NULL AND any_capped THEN
-		-- Capped workflows: grant at most the free slots, in claim order.
-		FOR capped IN
-			SELECT r.workflow AS name, array_agg(r.run_id ORDER BY r.priority, r.seq) AS ids
-			FROM run r JOIN workflow w ON w.name = r.workflow
-			WHERE r.run_id = ANY (cand) AND w.max_concurrency > 0
-			GROUP BY r.workflow
-		LOOP
-			SELECT least(cardinality(capped.ids), greatest(w.max_concurrency - w.inflight, 0))
-			INTO granted FROM workflow w WHERE w.name = capped.name FOR UPDATE;
-			UPDATE workflow SET inflight = inflight + granted WHERE name = capped.name;
-			slot_ids := slot_ids || capped.ids[1:granted];
-			cand := array(SELECT x FROM unnest(cand) x
-				      WHERE NOT (x = ANY (capped.ids)) OR x = ANY (capped.ids[1:granted]));
-		END LOOP;
+	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
+	ORDER BY r.priority LIMIT 1;
+	cw := '';  -- '' sorts before every workflow name: the level's start
+	ck := '';
+	wrapped := true;
+	IF (p_lane->>'priority')::integer = lvl THEN
+		-- The lap goes on after the cursor, wraps to the level's start
+		-- and ends with the cursor's lane.
+		cw := p_lane->>'workflow';
+		ck := p_lane->>'key';
+		lap_w := cw;
+		lap_k := ck;
+		wrapped := false;
 	END IF;
 
-	IF cand IS NOT NULL THEN
+	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
+	-- every lane was seen, within a bounded number of index probes.
+	WHILE lvl IS NOT NULL AND cardinality(lane_p) < p_limit AND probes < 4 * p_limit + 16 LOOP
+		probes := probes + 1;
+		IF skip_wf THEN  -- the next workflow's first lane
+			SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k INTO l
+			FROM run r WHERE r.status = 'pending' AND r.priority = lvl AND r.workflow > cw
+			ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1;
+			skip_wf := false;
+		ELSE
+			SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k INTO l
+			FROM run r WHERE r.status = 'pending' AND r.priority = lvl
+			  AND (r.workflow, coalesce(r.concurrency_key, '')) > (cw, ck)
+			ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1;
+		END IF;
+		IF NOT FOUND AND NOT wrapped THEN
+			wrapped := true;
+			cw := '';
+			ck := '';
+			CONTINUE;
+		END IF;
+		IF NOT FOUND OR (lap_w IS NOT NULL AND wrapped AND (l.w, l.k) > (lap_w, lap_k)) THEN
+			-- This level's lap is done: the next priority, from its start.
+			SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
+			  AND r.priority > lvl ORDER BY r.priority LIMIT 1;
+			cw := '';
+			ck := '';
+			lap_w := NULL;
+			lap_k := NULL;
+			CONTINUE;
+		END IF;
+		cw := l.w;
+		ck := l.k;
+
+		IF wf.name IS DISTINCT FROM l.w THEN
+			SELECT * INTO wf FROM workflow x WHERE x.name = l.w;
+			IF wf.max_concurrency > 0 AND NOT (l.w = ANY (caps)) THEN
+				-- The slot counter under the row's lock (the latest
+				-- committed value); locked elsewhere: pass over it.
+				SELECT greatest(wf.max_concurrency - x.inflight, 0) INTO wf_free
+				FROM workflow x WHERE x.name = l.w FOR NO KEY UPDATE SKIP LOCKED;
+				caps := caps || l.w;
+				caps_free := caps_free || coalesce(wf_free, 0);
+			END IF;
+		END IF;
+		IF wf.paused OR caps_free[array_position(caps, l.w)] = 0 THEN
+			skip_wf := true;
+			CONTINUE;
+		END IF;
+
+		key_free := NULL;
+		IF wf.key_concurrency > 0 AND l.k <> '' THEN
+			-- The key's slot counter under its row's lock. A key that holds
+			-- no slot has no row; an advisory lock keeps two claims from
+			-- inserting it at once.
+			CONTINUE WHEN NOT pg_try_advisory_xact_lock(
+				hashtextextended(l.w || '/' || l.k, 724391));
+			SELECT greatest(wf.key_concurrency - f.inflight, 0) INTO key_free
+			FROM flow_key f WHERE f.workflow = l.w AND f.key = l.k FOR UPDATE SKIP LOCKED;
+			IF NOT FOUND THEN
+				CONTINUE WHEN EXISTS (SELECT 1 FROM flow_key f
+						      WHERE f.workflow = l.w AND f.key = l.k);
+				key_free := wf.key_concurrency;
+			END IF;
+			CONTINUE WHEN key_free = 0;
+		END IF;
+		lane_p := lane_p || lvl;
+		lane_w := lane_w || l.w;
+		lane_k := lane_k || l.k;
+		lane_room := lane_room || key_free;
+	END LOOP;
+
+	-- Share the batch among the lanes, in visiting order: each takes its
+	-- share of what is left, within its free slots.
+	FOR i IN 1 .. cardinality(lane_p) LOOP
+		q := ceil((p_limit - cardinality(cand))::numeric / (cardinality(lane_p) - i + 1));
+		q := least(q, lane_room[i]);
+		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
+			q := least(q, caps_free[array_position(caps, lane_w[i])]);
+		END IF;
+		CONTINUE WHEN q <= 0;
+		SELECT array_agg(x.run_id) INTO got FROM (
+			SELECT r.run_id FROM run r
+			WHERE r.status = 'pending' AND r.priority = lane_p[i] AND r.workflow = lane_w[i]
+			  AND coalesce(r.concurrency_key, '') = lane_k[i]
+			ORDER BY r.seq LIMIT q FOR UPDATE SKIP LOCKED) x;
+		CONTINUE WHEN got IS NULL;
+		cand := cand || got;
+		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
+			caps_free[array_position(caps, lane_w[i])] :=
+				caps_free[array_position(caps, lane_w[i])] - cardinality(got);
+			UPDATE workflow SET inflight = inflight + cardinality(got) WHERE name = lane_w[i];
+			slot_ids := slot_ids || got;
+		END IF;
+		IF lane_room[i] IS NOT NULL THEN
+			INSERT INTO flow_key AS f (workflow, key, inflight)
+			VALUES (lane_w[i], lane_k[i], cardinality(got))
+			ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
+			key_ids := key_ids || got;
+		END IF;
+	END LOOP;
+
+	IF cardinality(cand) > 0 THEN
 		RETURN QUERY
 		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
 			claim_token = token, claimed_at = now(),
 			lease_expires_at = hf_due(p_lease_ms), holds_slot = (r.run_id = ANY (slot_ids)),
-			seq = NULL, updated_at = now()
+			holds_key_slot = (r.run_id = ANY (key_ids)), seq = NULL, updated_at = now()
 		FROM workflow w
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
 		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
@@ -68,10 +196,15 @@ BEGIN
 				  AND so.generation = r.generation AND so.step = r.step
 				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
 					r.generation, r.step, r.payload, r.input))) END,
-			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END;
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
+			r.concurrency_key, r.priority;
 		GET DIAGNOSTICS n = ROW_COUNT;
-	ELSE
-		n := 0;
+	END IF;
+	IF cardinality(lane_p) > 0 THEN  -- the next claim goes on after the last lane
+		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, jsonb_build_object(
+			'kind', 'lane', 'workflow', lane_w[cardinality(lane_p)],
+			'priority', lane_p[cardinality(lane_p)],
+			'concurrency_key', lane_k[cardinality(lane_p)])) j;
 	END IF;
 
 	IF n < p_limit THEN
@@ -91,7 +224,8 @@ BEGIN
 			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,
-			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END;
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
+			NULL::text, NULL::integer;
 	END IF;
 END
 $$;

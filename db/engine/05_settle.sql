@@ -168,7 +168,8 @@ BEGIN
 			wait_timeout_at = CASE WHEN d.st = 'waiting' THEN d.due END,
 			cancel_requested = rr.cancel_requested OR d.res = 'cancel_queued',
 			lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
-			lease_expires_at = NULL, holds_slot = false, updated_at = now()
+			lease_expires_at = NULL, holds_slot = false, holds_key_slot = false,
+			updated_at = now()
 		FROM d
 		WHERE rr.run_id = d.rid AND rr.cancel_requested = d.cancel_requested
 		  AND CASE WHEN d.res = 'cancel_queued'
