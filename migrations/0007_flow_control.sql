@@ -8,6 +8,11 @@
 --   taken under that row's lock by the claim and given back when the step's
 --   claim ends (run.holds_key_slot, like holds_slot for max_concurrency), so
 --   it holds across instances. A row exists only while its key holds a slot.
+-- - workflow.rate_limit, rate_period_ms, rate_per_key: at most rate_limit
+--   step calls start in any rate_period_ms, for the workflow or per key (0:
+--   no limit). flow_rate keeps the start times of the calls of the last
+--   period per (workflow, key or ''), oldest first, under its row's lock;
+--   the retention sweep deletes the rows whose period is over.
 -- - workflow.paused: no step of its runs is claimed while it is set.
 -- - run_claim_lane replaces run_claim: the claim takes the pending runs lane
 --   by lane, a lane being (priority, workflow, key), in turn within a
@@ -24,7 +29,10 @@ ALTER TABLE run
 
 ALTER TABLE workflow
 	ADD COLUMN paused          boolean NOT NULL DEFAULT false,
-	ADD COLUMN key_concurrency integer NOT NULL DEFAULT 0 CHECK (key_concurrency >= 0);
+	ADD COLUMN key_concurrency integer NOT NULL DEFAULT 0 CHECK (key_concurrency >= 0),
+	ADD COLUMN rate_limit      integer NOT NULL DEFAULT 0 CHECK (rate_limit >= 0),
+	ADD COLUMN rate_period_ms  integer NOT NULL DEFAULT 0 CHECK (rate_period_ms >= 0),
+	ADD COLUMN rate_per_key    boolean NOT NULL DEFAULT false;
 
 CREATE TABLE flow_key (
 	workflow text NOT NULL,
@@ -32,6 +40,15 @@ CREATE TABLE flow_key (
 	inflight integer NOT NULL CHECK (inflight >= 0),
 	PRIMARY KEY (workflow, key)
 );
+
+CREATE TABLE flow_rate (
+	workflow text NOT NULL,
+	key      text NOT NULL,           -- '' for a workflow-wide limit
+	starts   timestamptz[] NOT NULL,  -- ascending, within the last period
+	expires_at timestamptz NOT NULL,  -- the last start + the period: then useless
+	PRIMARY KEY (workflow, key)
+);
+CREATE INDEX flow_rate_expires ON flow_rate (expires_at);
 
 CREATE INDEX run_claim_lane ON run (priority, workflow, (coalesce(concurrency_key, '')), seq)
 	WHERE status = 'pending';

@@ -178,7 +178,8 @@ static void check_engine(struct listener *l)
 	}
 }
 
-/* Promotes due jobs and reaps expired leases, then finds the next due time. */
+/* Promotes due jobs and reaps expired leases, then finds the next due time
+ * and wakes the claimers. */
 static void tick(struct listener *l)
 {
 	struct err e = {0};
@@ -201,6 +202,10 @@ static void tick(struct listener *l)
 		goto fail;
 	/* Lease expiry is compared with "<" in the reaper: come back just after. */
 	l->due_at = has ? timefmt_mono_ms() + (due - db_now) + 1 : -1;
+	/* A due time may also be a rate limit's window opening (hf_claim
+	 * announces it on hookflow_sched): its runs are pending already, so the
+	 * claimers look again. */
+	dispatcher_wake(l->d);
 	return;
 fail:
 	log_warn("listener", "scheduler pass failed", "error=\"%s\"", e.msg);
@@ -209,7 +214,8 @@ fail:
 	l->due_at = timefmt_mono_ms() + RECONNECT_MS;
 }
 
-/* Retention: deletes runs and dead letters past their windows, in batches. */
+/* Retention: deletes runs and dead letters past their windows, and
+ * rate-limit windows that are over, in batches. */
 static void sweep(struct listener *l)
 {
 	int n;
@@ -231,7 +237,6 @@ static void *listener_main(void *arg)
 {
 	struct listener *l = arg;
 	int64_t reconnect_at = 0;
-	bool sweeping = l->cfg->retention_ms > 0 || l->cfg->dead_retention_ms > 0;
 	int64_t next_sweep = timefmt_mono_ms() + SWEEP_MS;
 	int64_t next_poll = timefmt_mono_ms() + l->cfg->poll_ms;
 	while (!atomic_load(&l->stop)) {
@@ -265,7 +270,7 @@ static void *listener_main(void *arg)
 		bool engine_ours = !dispatcher_refusing(l->d);
 		if (engine_ours && l->db != NULL && l->due_at >= 0 && now >= l->due_at)
 			tick(l);
-		if (engine_ours && sweeping && l->db != NULL && timefmt_mono_ms() >= next_sweep) {
+		if (engine_ours && l->db != NULL && timefmt_mono_ms() >= next_sweep) {
 			sweep(l);
 			next_sweep = timefmt_mono_ms() + SWEEP_MS;
 		}
@@ -277,7 +282,7 @@ static void *listener_main(void *arg)
 			wake = l->due_at;
 		if (wdl >= 0 && wdl < wake)
 			wake = wdl;
-		if (sweeping && next_sweep < wake)
+		if (next_sweep < wake) /* also with every retention off: rate windows */
 			wake = next_sweep;
 		if (l->lis == NULL && reconnect_at < wake)
 			wake = reconnect_at;

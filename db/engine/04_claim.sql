@@ -15,13 +15,17 @@
 -- the caller's previous claim stopped at ({"priority", "workflow", "key"};
 -- NULL: from the start), so that one lane's backlog cannot hold back the
 -- others: a batch of p_limit visits up to p_limit lanes and shares itself
--- among them. The lane the claim stopped at comes back as a row of kind
--- 'lane' (workflow, priority, concurrency_key; every other column NULL).
+-- among them. Where the claim stopped comes back as a row of kind 'lane'
+-- (workflow, priority, concurrency_key; every other column NULL): with L
+-- lanes at the first priority, a lane waits at most about
+-- ceil(L / p_limit) claims of one claimer for its turn.
 --
 -- A lane that may not run now is passed over with one index probe, without
 -- reading its runs: a paused workflow, one at its max_concurrency (a slot
 -- counter on its row), a key at the workflow's key_concurrency (a slot
--- counter in flow_key). The counters are taken under their row's lock, so
+-- counter in flow_key), a workflow or key whose rate limit allows no call
+-- now (the start times of the period's calls in flow_rate; the claimers'
+-- timers are told when the window opens). The counters are taken under their row's lock, so
 -- they hold across instances; a row another transaction holds is passed
 -- over this time (never waited for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
@@ -47,6 +51,15 @@ DECLARE
 	lane_w text[] := '{}';
 	lane_k text[] := '{}';
 	lane_room integer[] := '{}';  -- the key's free slots, NULL: no key cap
+	lane_rate integer[] := '{}';  -- the lane's rate bucket in rates, NULL: none
+	rates text[] := '{}';    -- rate buckets seen ('workflow/key'), and the
+	rates_free integer[] := '{}';  -- calls each may still start
+	rates_wf text[] := '{}';
+	rates_key text[] := '{}';
+	rates_ms integer[] := '{}';
+	bk text;
+	r_i integer;
+	starts timestamptz[];
 	caps text[] := '{}';     -- capped workflows seen, and their free slots
 	caps_free integer[] := '{}';
 	i integer;
@@ -56,6 +69,11 @@ DECLARE
 	slot_ids text[] := '{}';
 	key_ids text[] := '{}';
 	n integer := 0;
+	served integer;          -- the last lane that got runs
+	unserved boolean := false;  -- a lane that may run got none (slots ran out)
+	vis_p integer;           -- the last lane visited
+	vis_w text;
+	vis_k text;
 	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
 BEGIN
 	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
@@ -106,6 +124,9 @@ BEGIN
 		END IF;
 		cw := l.w;
 		ck := l.k;
+		vis_p := lvl;
+		vis_w := l.w;
+		vis_k := l.k;
 
 		IF wf.name IS DISTINCT FROM l.w THEN
 			SELECT * INTO wf FROM workflow x WHERE x.name = l.w;
@@ -139,10 +160,51 @@ BEGIN
 			END IF;
 			CONTINUE WHEN key_free = 0;
 		END IF;
+
+		r_i := NULL;
+		IF wf.rate_limit > 0 THEN
+			-- The calls the rate limit still allows in the period, for the
+			-- workflow or the key: the window's start times under the
+			-- bucket's lock (an advisory lock guards the first insert).
+			bk := CASE WHEN wf.rate_per_key THEN l.k ELSE '' END;
+			r_i := array_position(rates, l.w || '/' || bk);
+			IF r_i IS NULL THEN
+				starts := NULL;
+				IF pg_try_advisory_xact_lock(hashtextextended('rate/' || l.w || '/' || bk, 724391))
+				THEN
+					SELECT array(SELECT t FROM unnest(f.starts) t
+						     WHERE t > clock_timestamp() - make_interval(secs => wf.rate_period_ms / 1000.0)
+						     ORDER BY t) INTO starts
+					FROM flow_rate f WHERE f.workflow = l.w AND f.key = bk FOR UPDATE SKIP LOCKED;
+					IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM flow_rate f
+								     WHERE f.workflow = l.w AND f.key = bk) THEN
+						starts := '{}';
+					END IF;
+				END IF;
+				rates := rates || (l.w || '/' || bk);
+				rates_wf := rates_wf || l.w;
+				rates_key := rates_key || bk;
+				rates_ms := rates_ms || wf.rate_period_ms;
+				rates_free := rates_free || CASE WHEN starts IS NULL THEN 0
+					ELSE greatest(wf.rate_limit - cardinality(starts), 0) END;
+				r_i := cardinality(rates);
+				IF cardinality(starts) >= wf.rate_limit THEN
+					-- The window opens when its oldest call leaves it:
+					-- the dispatchers' timers come back then.
+					PERFORM pg_notify('hookflow_sched', hf_ms(starts[cardinality(starts)
+						- wf.rate_limit + 1] + make_interval(secs => wf.rate_period_ms / 1000.0))::text);
+				END IF;
+			END IF;
+			IF rates_free[r_i] = 0 THEN
+				skip_wf := NOT wf.rate_per_key;
+				CONTINUE;
+			END IF;
+		END IF;
 		lane_p := lane_p || lvl;
 		lane_w := lane_w || l.w;
 		lane_k := lane_k || l.k;
 		lane_room := lane_room || key_free;
+		lane_rate := lane_rate || r_i;
 	END LOOP;
 
 	-- Share the batch among the lanes, in visiting order: each takes its
@@ -153,13 +215,18 @@ BEGIN
 		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
 			q := least(q, caps_free[array_position(caps, lane_w[i])]);
 		END IF;
-		CONTINUE WHEN q <= 0;
+		q := least(q, rates_free[lane_rate[i]]);
+		IF q <= 0 THEN
+			unserved := true;
+			CONTINUE;
+		END IF;
 		SELECT array_agg(x.run_id) INTO got FROM (
 			SELECT r.run_id FROM run r
 			WHERE r.status = 'pending' AND r.priority = lane_p[i] AND r.workflow = lane_w[i]
 			  AND coalesce(r.concurrency_key, '') = lane_k[i]
 			ORDER BY r.seq LIMIT q FOR UPDATE SKIP LOCKED) x;
 		CONTINUE WHEN got IS NULL;
+		served := i;
 		cand := cand || got;
 		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
 			caps_free[array_position(caps, lane_w[i])] :=
@@ -172,6 +239,19 @@ BEGIN
 			VALUES (lane_w[i], lane_k[i], cardinality(got))
 			ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
 			key_ids := key_ids || got;
+		END IF;
+		r_i := lane_rate[i];
+		IF r_i IS NOT NULL THEN
+			rates_free[r_i] := rates_free[r_i] - cardinality(got);
+			INSERT INTO flow_rate AS f (workflow, key, starts, expires_at)
+			VALUES (rates_wf[r_i], rates_key[r_i],
+				array_fill(clock_timestamp(), ARRAY[cardinality(got)]),
+				clock_timestamp() + make_interval(secs => rates_ms[r_i] / 1000.0))
+			ON CONFLICT (workflow, key) DO UPDATE SET
+				starts = array(SELECT t FROM unnest(f.starts) t
+					       WHERE t > clock_timestamp() - make_interval(secs => rates_ms[r_i] / 1000.0)
+					       ORDER BY t) || EXCLUDED.starts,
+				expires_at = EXCLUDED.expires_at;
 		END IF;
 	END LOOP;
 
@@ -200,11 +280,16 @@ BEGIN
 			r.concurrency_key, r.priority;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
-	IF cardinality(lane_p) > 0 THEN  -- the next claim goes on after the last lane
+	-- The next claim goes on after the last lane served when a lane that
+	-- may run got nothing, else after the last lane visited (those visited
+	-- after the last served could not run).
+	IF unserved AND served IS NOT NULL THEN
 		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, jsonb_build_object(
-			'kind', 'lane', 'workflow', lane_w[cardinality(lane_p)],
-			'priority', lane_p[cardinality(lane_p)],
-			'concurrency_key', lane_k[cardinality(lane_p)])) j;
+			'kind', 'lane', 'workflow', lane_w[served], 'priority', lane_p[served],
+			'concurrency_key', lane_k[served])) j;
+	ELSIF NOT unserved AND vis_w IS NOT NULL THEN
+		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, jsonb_build_object(
+			'kind', 'lane', 'workflow', vis_w, 'priority', vis_p, 'concurrency_key', vis_k)) j;
 	END IF;
 
 	IF n < p_limit THEN

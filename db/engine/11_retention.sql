@@ -49,6 +49,10 @@ BEGIN
 			  AND finished_at <= hf_ago(p_dead_ms)
 			LIMIT p_limit);
 	END IF;
+	-- Rate-limit windows that are over (hf_claim writes them).
+	DELETE FROM flow_rate WHERE (workflow, key) IN (
+		SELECT f.workflow, f.key FROM flow_rate f WHERE f.expires_at < now()
+		ORDER BY f.expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED);
 	RETURN greatest(n, d);
 END
 $$;

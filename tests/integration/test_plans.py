@@ -48,3 +48,46 @@ def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_gr
     # indexes a claim of 5 runs reads a few dozen.
     assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
     assert blocks < 200, "claiming 5 runs touched %d blocks of a %d-page table" % (blocks, pages)
+
+
+KEYS = 10000
+
+
+def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookflow_bin, db):
+    """key_concurrency with 10,000 keys (issue 14): each key has a call in
+    flight and more runs queued. A claim passes over a key at its limit with
+    one index probe, and visits at most 4 x limit + 16 lanes, so it reads a
+    bounded number of blocks however many keys wait."""
+    _migrate(hookflow_bin, db)
+    rows = db.sql(
+        "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+        "backoff_max_ms, key_concurrency) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, "
+        "10, 1);"
+        # every key holds its one slot...
+        "INSERT INTO flow_key (workflow, key, inflight) "
+        "SELECT 'w', 'key' || lpad(g::text, 5, '0'), 1 FROM generate_series(1, %d) g;"
+        # ...and has ten runs queued (but for the first three)
+        "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
+        "seq, concurrency_key) SELECT 'r' || g || '-' || k, 'w', 'pending', 'j' || g || '-' || k, "
+        "'\\x00', 0, 3, g * 10 + k, 'key' || lpad(g::text, 5, '0') FROM generate_series(1, %d) g, "
+        "generate_series(1, 10) k;"
+        "DELETE FROM flow_key WHERE key IN ('key00001', 'key00002', 'key00003');"
+        "ANALYZE run; ANALYZE flow_key;"
+        # From the start, the three keys with a free slot get one run each
+        # (and the session has compiled the claim).
+        "SELECT count(*) FROM hf_claim('test-owner', 10, 60000, NULL) WHERE kind = 'step';"
+        "SELECT pg_relation_size('run') / 8192;"
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 10, 60000, "
+        "'{\"priority\": 0, \"workflow\": \"w\", \"key\": \"key05000\"}');"
+        % (KEYS, KEYS))
+    assert rows[0][0] == "3", rows[:3]
+    pages = int(rows[1][0])
+    plan = json.loads("\n".join(r[0] for r in rows[2:]))[0]["Plan"]
+    blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    # Now every key is at its limit: the claim passes over 4 x 10 + 16 of
+    # them, about 8 blocks each (the lane's probe, its key's row), and takes
+    # nothing: its one row is the lane where it stopped.
+    assert plan["Actual Rows"] == 1, plan
+    assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
+    assert blocks < 600, "a claim among %d keys touched %d blocks of a %d-page table" % (
+        KEYS, blocks, pages)
