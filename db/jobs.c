@@ -267,7 +267,8 @@ static void read_lane(const PGresult *r, int row, int col, struct claim_lane *l)
 
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
 			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
-			    struct claimed_job **jobs, int *njobs, int *lost, struct err *e)
+			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
+			    struct err *e)
 {
 	*jobs = NULL;
 	*njobs = 0;
@@ -284,7 +285,7 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	char lim[16], lease[16];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%d", lease_ms);
-	const char *p[6] = {st, cb, owner, lim, lease, ln};
+	const char *p[7] = {st, cb, owner, lim, lease, ln, room};
 	PGresult *r = db_exec(c, &q_cycle, p, e);
 	free(st);
 	free(cb);

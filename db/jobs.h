@@ -146,14 +146,17 @@ void claim_lane_cleanup(struct claim_lane *l);
  * calls `v` (borrowed; either kind, n may be 0), then claims up to `limit`
  * jobs (0: none) for `owner` with a lease of `lease_ms`, taking the lanes in
  * turn after `*lane`, which receives where this claim stopped (unchanged when
- * it took no step). *jobs is a malloc'd
+ * it took no step), and starting at most what `room` (borrowed JSON text
+ * {"<endpoint>": n}, or NULL: no endpoint limited) allows per endpoint.
+ * *jobs is a malloc'd
  * array of *njobs jobs (free each with db_claimed_job_cleanup, then the
  * array); *lost receives how many settlements were refused because their
  * claim had been lost (someone else owns the job now). On failure nothing
  * was settled or claimed. */
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
 			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
-			    struct claimed_job **jobs, int *njobs, int *lost, struct err *e);
+			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
+			    struct err *e);
 
 /* Settles `n` ended calls `v` (borrowed) in one transaction. *lost (may be
  * NULL) receives how many claims had been lost. */

@@ -14,6 +14,11 @@
 --   period per (workflow, key or ''), oldest first, under its row's lock;
 --   the retention sweep deletes the rows whose period is over.
 -- - workflow.paused: no step of its runs is claimed while it is set.
+-- - workflow.endpoint: the origin (scheme://host:port) of its URL, shared by
+--   every workflow that calls it: each instance keeps an in-flight
+--   allowance and a circuit breaker per endpoint (service/endpoints.c) and
+--   tells the claim how many calls each constrained endpoint may still
+--   start; endpoint_control false leaves a workflow's calls out of it.
 -- - run_claim_lane replaces run_claim: the claim takes the pending runs lane
 --   by lane, a lane being (priority, workflow, key), in turn within a
 --   priority (fair share), and skips a whole lane or workflow that may not
@@ -32,7 +37,14 @@ ALTER TABLE workflow
 	ADD COLUMN key_concurrency integer NOT NULL DEFAULT 0 CHECK (key_concurrency >= 0),
 	ADD COLUMN rate_limit      integer NOT NULL DEFAULT 0 CHECK (rate_limit >= 0),
 	ADD COLUMN rate_period_ms  integer NOT NULL DEFAULT 0 CHECK (rate_period_ms >= 0),
-	ADD COLUMN rate_per_key    boolean NOT NULL DEFAULT false;
+	ADD COLUMN rate_per_key    boolean NOT NULL DEFAULT false,
+	ADD COLUMN endpoint_control boolean NOT NULL DEFAULT true,
+	ADD COLUMN endpoint text GENERATED ALWAYS AS (
+		lower(substring(url from '^([A-Za-z][A-Za-z0-9+.-]*)://')) || '://' ||
+		lower(substring(url from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#]*)')) ||
+		CASE WHEN substring(url from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#]*)')
+			  ~ ':[0-9]+$' THEN ''
+		     WHEN url ~* '^https:' THEN ':443' ELSE ':80' END) STORED;
 
 CREATE TABLE flow_key (
 	workflow text NOT NULL,

@@ -856,7 +856,7 @@ static bool cycle(struct worker *w, int room)
 	int n = 0, lost = 0;
 	size_t nsettle = settling ? w->work.n : 0;
 	enum err_code rc = db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want,
-					 w->d->cfg->lease_ms, &w->lane, &jobs, &n, &lost, &e);
+					 w->d->cfg->lease_ms, &w->lane, NULL, &jobs, &n, &lost, &e);
 	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
 			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);

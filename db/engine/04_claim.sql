@@ -25,13 +25,16 @@
 -- counter on its row), a key at the workflow's key_concurrency (a slot
 -- counter in flow_key), a workflow or key whose rate limit allows no call
 -- now (the start times of the period's calls in flow_rate; the claimers'
--- timers are told when the window opens). The counters are taken under their row's lock, so
+-- timers are told when the window opens), a workflow whose endpoint may
+-- start no call now: p_room is {"<endpoint>": calls it may still start}
+-- for the caller's constrained endpoints (service/endpoints.c; an endpoint
+-- not named is not limited), for the workflows with endpoint_control. The counters are taken under their row's lock, so
 -- they hold across instances; a row another transaction holds is passed
 -- over this time (never waited for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
 -- (hf_release_slot, hf_release_key_slot).
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
-			 p_lane jsonb DEFAULT NULL)
+			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
@@ -62,6 +65,10 @@ DECLARE
 	starts timestamptz[];
 	caps text[] := '{}';     -- capped workflows seen, and their free slots
 	caps_free integer[] := '{}';
+	lane_ep integer[] := '{}';  -- the lane's endpoint in eps, NULL: not limited
+	eps text[] := '{}';      -- constrained endpoints seen, and their room
+	eps_free integer[] := '{}';
+	e_i integer;
 	i integer;
 	q integer;
 	got text[];
@@ -139,7 +146,16 @@ BEGIN
 				caps_free := caps_free || coalesce(wf_free, 0);
 			END IF;
 		END IF;
-		IF wf.paused OR caps_free[array_position(caps, l.w)] = 0 THEN
+		e_i := NULL;
+		IF wf.endpoint_control AND p_room ? wf.endpoint THEN
+			e_i := array_position(eps, wf.endpoint);
+			IF e_i IS NULL THEN
+				eps := eps || wf.endpoint;
+				eps_free := eps_free || greatest((p_room->>wf.endpoint)::integer, 0);
+				e_i := cardinality(eps);
+			END IF;
+		END IF;
+		IF wf.paused OR caps_free[array_position(caps, l.w)] = 0 OR eps_free[e_i] = 0 THEN
 			skip_wf := true;
 			CONTINUE;
 		END IF;
@@ -205,6 +221,7 @@ BEGIN
 		lane_k := lane_k || l.k;
 		lane_room := lane_room || key_free;
 		lane_rate := lane_rate || r_i;
+		lane_ep := lane_ep || e_i;
 	END LOOP;
 
 	-- Share the batch among the lanes, in visiting order: each takes its
@@ -215,7 +232,7 @@ BEGIN
 		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
 			q := least(q, caps_free[array_position(caps, lane_w[i])]);
 		END IF;
-		q := least(q, rates_free[lane_rate[i]]);
+		q := least(q, rates_free[lane_rate[i]], eps_free[lane_ep[i]]);
 		IF q <= 0 THEN
 			unserved := true;
 			CONTINUE;
@@ -239,6 +256,9 @@ BEGIN
 			VALUES (lane_w[i], lane_k[i], cardinality(got))
 			ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
 			key_ids := key_ids || got;
+		END IF;
+		IF lane_ep[i] IS NOT NULL THEN
+			eps_free[lane_ep[i]] := eps_free[lane_ep[i]] - cardinality(got);
 		END IF;
 		r_i := lane_rate[i];
 		IF r_i IS NOT NULL THEN

@@ -4,14 +4,15 @@
 -- queued too. The claimers are woken only when this claim left queued steps
 -- behind.
 --
--- p_lane is the lane the caller's previous claim stopped at (hf_claim).
+-- p_lane is the lane the caller's previous claim stopped at, p_room the room
+-- of its constrained endpoints (hf_claim).
 -- Returns the claimed jobs (hf_job rows, the columns db/jobs.c's JOB_COLUMNS
 -- reads), the lane this claim stopped at (kind 'lane', when it took a step),
 -- then one row per settlement refused because its claim was lost: kind
 -- 'lost_step' with the run id, or 'lost_callback' with the callback id, in `id`
 -- (every other column NULL).
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
-			 p_lease_ms integer, p_lane jsonb)
+			 p_lease_ms integer, p_lane jsonb, p_room jsonb)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
@@ -40,7 +41,7 @@ BEGIN
 		PERFORM set_config('synchronous_commit', 'off', true);
 	END IF;
 	IF p_limit > 0 THEN
-		RETURN QUERY SELECT * FROM hf_claim(p_owner, p_limit, p_lease_ms, p_lane);
+		RETURN QUERY SELECT * FROM hf_claim(p_owner, p_limit, p_lease_ms, p_lane, p_room);
 		GET DIAGNOSTICS n = ROW_COUNT;  -- the lane row too: a wake too many at worst
 	END IF;
 	IF queued AND n >= p_limit THEN

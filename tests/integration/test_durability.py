@@ -14,14 +14,14 @@ def _commit_mode(sql, call):
 
 
 def test_a_cycle_that_only_claims_does_not_wait_for_the_disk(service, sql):
-    assert _commit_mode(sql, "hf_cycle('[]', '[]', 'test-owner', 1, 1000, NULL)") == "off"
-    assert _commit_mode(sql, "hf_cycle('[]', '[]', 'test-owner', 0, 1000, NULL)") == "off"
+    assert _commit_mode(sql, "hf_cycle('[]', '[]', 'test-owner', 1, 1000, NULL, NULL)") == "off"
+    assert _commit_mode(sql, "hf_cycle('[]', '[]', 'test-owner', 0, 1000, NULL, NULL)") == "off"
 
 
 def test_a_cycle_that_settles_waits_for_the_disk(service, sql):
-    assert _commit_mode(sql, "hf_cycle('%s', '[]', 'test-owner', 1, 1000, NULL)" % LOST_ITEM) == "on"
+    assert _commit_mode(sql, "hf_cycle('%s', '[]', 'test-owner', 1, 1000, NULL, NULL)" % LOST_ITEM) == "on"
     callback = LOST_ITEM.replace('"run_id"', '"id"')
-    assert _commit_mode(sql, "hf_cycle('[]', '%s', 'test-owner', 0, 1000, NULL)" % callback) == "on"
+    assert _commit_mode(sql, "hf_cycle('[]', '%s', 'test-owner', 0, 1000, NULL, NULL)" % callback) == "on"
 
 
 def test_submissions_wait_for_the_disk(service, sql):
