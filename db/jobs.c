@@ -13,9 +13,9 @@
 #define JOB_SELECT(name, type) ", " #name
 static const struct db_stmt q_cycle = {
 	"jobs_cycle",
-	"SELECT 0" JOB_COLUMNS(
-		JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5, $6::jsonb)",
-	6};
+	"SELECT 0" JOB_COLUMNS(JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5, "
+					   "$6::jsonb, $7::jsonb)",
+	7};
 static const struct db_stmt q_settle_steps = {
 	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
 static const struct db_stmt q_settle_callbacks = {
