@@ -291,6 +291,31 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 	c->poll_ms = (int)n;
 
+	v = getenv("HOOKFLOW_ENDPOINT_CONTROL");
+	c->endpoint_control = true;
+	if (v != NULL && *v != '\0') {
+		if (strcmp(v, "off") == 0)
+			c->endpoint_control = false;
+		else if (strcmp(v, "on") != 0)
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_ENDPOINT_CONTROL: must be on or off");
+	}
+	if (int_var("HOOKFLOW_ENDPOINT_MAX_INFLIGHT", c->max_inflight, 1, 100000, &n, e))
+		return e->code;
+	c->endpoint_max_inflight = (int)n;
+	if (int_var("HOOKFLOW_BREAKER_THRESHOLD", 10, 1, 100000, &n, e))
+		return e->code;
+	c->breaker_threshold = (int)n;
+	if (int_var("HOOKFLOW_BREAKER_WINDOW_MS", 10000, 1, 3600000, &c->breaker_window_ms, e) ||
+	    int_var("HOOKFLOW_BREAKER_COOLDOWN_MS", 1000, 1, 3600000, &c->breaker_cooldown_ms, e) ||
+	    int_var("HOOKFLOW_BREAKER_COOLDOWN_MAX_MS", 60000, 1, 86400000,
+		    &c->breaker_cooldown_max_ms, e))
+		return e->code;
+	if (c->breaker_cooldown_max_ms < c->breaker_cooldown_ms)
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_BREAKER_COOLDOWN_MAX_MS: must not be less than "
+			       "HOOKFLOW_BREAKER_COOLDOWN_MS");
+
 	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"),
 			   e))
 		return e->code;

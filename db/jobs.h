@@ -24,34 +24,36 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
  * that hf_claim returns: X(name, type) where type
  * is KIND (enum job_kind), STR (owned char *, NULL for SQL NULL; JSON columns
  * come as their text), INT (int), I64 (int64_t) or BOOL (bool). */
-#define JOB_COLUMNS(X)                                                                    \
-	X(kind, KIND) /* step or callback; lost_step, lost_callback: see db_jobs_cycle */ \
-	X(id, STR)    /* job id, sent as webhook-id */                                    \
-	X(run_id, STR)                                                                    \
-	X(workflow, STR)                                                                  \
-	X(step, INT)    /* steps only */                                                  \
-	X(attempt, INT) /* 1-based attempt now being made */                              \
-	X(max_attempts, INT)                                                              \
-	X(generation, INT)                                                                \
-	X(payload, STR)  /* JSON: the step payload, or the callback body */               \
-	X(headers, STR)  /* JSON (steps), NULL for callbacks */                           \
-	X(signal, STR)   /* JSON or NULL */                                               \
-	X(group_id, STR) /* NULL unless a group member */                                 \
-	X(group_key, STR)                                                                 \
-	X(claim_token, I64)                                                               \
-	X(cancel_requested, BOOL)                                                         \
-	X(url, STR)                                                                       \
-	X(timeout_ms, INT)                                                                \
-	X(secret, STR) /* NULL: unsigned */                                               \
-	X(backoff_base_ms, I64)                                                           \
-	X(backoff_max_ms, I64)                                                            \
-	X(replay, BOOL)  /* the workflow keeps step-output replay records */              \
-	X(now_ms, I64)   /* the database's clock at claim time */                         \
-	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */           \
-	/* the replaced secret, signing in a rotation's grace, or NULL */                 \
-	X(secret_previous, STR)                                                           \
-	X(concurrency_key, STR) /* the run's flow-control key, or NULL */                 \
-	X(priority, INT)
+#define JOB_COLUMNS(X)                                                                       \
+	X(kind, KIND) /* step or callback; lost_step, lost_callback: see db_jobs_cycle */    \
+	X(id, STR)    /* job id, sent as webhook-id */                                       \
+	X(run_id, STR)                                                                       \
+	X(workflow, STR)                                                                     \
+	X(step, INT)    /* steps only */                                                     \
+	X(attempt, INT) /* 1-based attempt now being made */                                 \
+	X(max_attempts, INT)                                                                 \
+	X(generation, INT)                                                                   \
+	X(payload, STR)  /* JSON: the step payload, or the callback body */                  \
+	X(headers, STR)  /* JSON (steps), NULL for callbacks */                              \
+	X(signal, STR)   /* JSON or NULL */                                                  \
+	X(group_id, STR) /* NULL unless a group member */                                    \
+	X(group_key, STR)                                                                    \
+	X(claim_token, I64)                                                                  \
+	X(cancel_requested, BOOL)                                                            \
+	X(url, STR)                                                                          \
+	X(timeout_ms, INT)                                                                   \
+	X(secret, STR) /* NULL: unsigned */                                                  \
+	X(backoff_base_ms, I64)                                                              \
+	X(backoff_max_ms, I64)                                                               \
+	X(replay, BOOL)  /* the workflow keeps step-output replay records */                 \
+	X(now_ms, I64)   /* the database's clock at claim time */                            \
+	X(replayed, STR) /* JSON replay record {"outcome", "age_ms"} or NULL */              \
+	/* the replaced secret, signing in a rotation's grace, or NULL */                    \
+	X(secret_previous, STR)                                                              \
+	X(concurrency_key, STR) /* the run's flow-control key, or NULL */                    \
+	X(priority, INT)                                                                     \
+	/* the endpoint whose allowance the call counts in (service/endpoints.h), or NULL */ \
+	X(endpoint, STR)
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *

@@ -55,6 +55,9 @@ void handle_memo_get(struct http_req *r);
 void handle_memo_put(struct http_req *r);
 void handle_memo_delete(struct http_req *r);
 
+/* handlers/endpoints.c */
+void handle_endpoint_list(struct http_req *r);
+
 /* handlers/whoami.c */
 void handle_whoami(struct http_req *r);
 

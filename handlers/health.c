@@ -4,6 +4,8 @@
 #include "base/strbuf.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
+
+#include "service/dispatcher.h"
 #include "service/listener.h"
 #include "service/metrics.h"
 #include "service/snapshot.h"
@@ -36,6 +38,7 @@ void handle_metrics(struct http_req *r)
 	struct strbuf b = {0};
 	struct snapshot_view v;
 	metrics_render(&b);
+	metrics_render_endpoints(&b, dispatcher_endpoints(http_req_app(r)->dispatcher));
 	snapshot_read(http_req_app(r)->snapshot, &v, &b);
 	strbuf_printf(&b,
 		      "# HELP hookflow_up Whether the database answered its latest check (at most "

@@ -10,6 +10,7 @@ const struct http_route routes[] = {
 	{"GET", "/openapi.yaml", handle_openapi, HTTP_AUTH_PUBLIC},
 	{"GET", "/", handle_dashboard, HTTP_AUTH_PUBLIC},
 	{"GET", "/v1/whoami", handle_whoami, HTTP_AUTH_API},
+	{"GET", "/v1/endpoints", handle_endpoint_list, HTTP_AUTH_API},
 	{"GET", "/v1/workflows", handle_workflow_list, HTTP_AUTH_API},
 	{"PUT", "/v1/workflows/{}", handle_workflow_put, HTTP_AUTH_API},
 	{"GET", "/v1/workflows/{}", handle_workflow_get, HTTP_AUTH_API},

@@ -8,6 +8,12 @@
 --   taken under that row's lock by the claim and given back when the step's
 --   claim ends (run.holds_key_slot, like holds_slot for max_concurrency), so
 --   it holds across instances. A row exists only while its key holds a slot.
+-- - workflow.key_mode (queue, skip, cancel_active, debounce; with
+--   debounce_ms and debounce_max_ms): what a submission does when its key
+--   has an active run. run_active_key finds a key's active runs;
+--   run.debounce_first_at is when a debounced key's first submission came
+--   (a superseding run starts at the latest debounce_max_ms after it);
+--   run.cancel_reason is the error a superseded run ends with.
 -- - workflow.rate_limit, rate_period_ms, rate_per_key: at most rate_limit
 --   step calls start in any rate_period_ms, for the workflow or per key (0:
 --   no limit). flow_rate keeps the start times of the calls of the last
@@ -30,11 +36,17 @@
 
 ALTER TABLE run
 	ADD COLUMN concurrency_key text,
-	ADD COLUMN holds_key_slot  boolean NOT NULL DEFAULT false;
+	ADD COLUMN holds_key_slot  boolean NOT NULL DEFAULT false,
+	ADD COLUMN debounce_first_at timestamptz,
+	ADD COLUMN cancel_reason   text;  -- the run's error when a cancel ends it
 
 ALTER TABLE workflow
 	ADD COLUMN paused          boolean NOT NULL DEFAULT false,
 	ADD COLUMN key_concurrency integer NOT NULL DEFAULT 0 CHECK (key_concurrency >= 0),
+	ADD COLUMN key_mode        text NOT NULL DEFAULT 'queue'
+		CHECK (key_mode IN ('queue', 'skip', 'cancel_active', 'debounce')),
+	ADD COLUMN debounce_ms     integer NOT NULL DEFAULT 0 CHECK (debounce_ms >= 0),
+	ADD COLUMN debounce_max_ms integer NOT NULL DEFAULT 0 CHECK (debounce_max_ms >= 0),
 	ADD COLUMN rate_limit      integer NOT NULL DEFAULT 0 CHECK (rate_limit >= 0),
 	ADD COLUMN rate_period_ms  integer NOT NULL DEFAULT 0 CHECK (rate_period_ms >= 0),
 	ADD COLUMN rate_per_key    boolean NOT NULL DEFAULT false,
@@ -66,10 +78,15 @@ CREATE INDEX run_claim_lane ON run (priority, workflow, (coalesce(concurrency_ke
 	WHERE status = 'pending';
 DROP INDEX run_claim;
 
+CREATE INDEX run_active_key ON run (workflow, concurrency_key)
+	WHERE concurrency_key IS NOT NULL AND status NOT IN ('succeeded', 'failed', 'cancelled');
+
 -- GET /v1/runs?concurrency_key= (newest first, alone or with ?workflow=).
 CREATE INDEX run_list_key ON run (concurrency_key, created_at DESC, run_id DESC)
 	WHERE concurrency_key IS NOT NULL;
 
 -- The claimed job carries the run's key (sent to the webhook) and priority
--- and the lane the claim stopped at (db/jobs.h JOB_COLUMNS, last columns).
-ALTER TYPE hf_job ADD ATTRIBUTE concurrency_key text, ADD ATTRIBUTE priority integer;
+-- (the lane the claim stopped at) and its workflow's endpoint when the
+-- allowance applies to it (db/jobs.h JOB_COLUMNS, last columns).
+ALTER TYPE hf_job ADD ATTRIBUTE concurrency_key text, ADD ATTRIBUTE priority integer,
+	ADD ATTRIBUTE endpoint text;

@@ -43,6 +43,7 @@
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "db/jobs.h"
+#include "service/endpoints.h"
 #include "service/keyring.h"
 #include "service/metrics.h"
 #include "service/verdict.h"
@@ -61,6 +62,9 @@ struct inflight {
 	bool cancel_abort;  /* aborted because its run was cancelled */
 	bool lost;          /* claim lost: aborted, not settled */
 	bool shutdown;      /* aborted by a drain: released, not settled */
+	/* The endpoint allowance the call counts in (NULL: none), and its token. */
+	struct endpoints *eps;
+	uint64_t ep_token;
 };
 
 /* A renewal's answer, for the I/O thread: the claims still held. */
@@ -106,6 +110,7 @@ struct worker {
 	struct settlements out; /* ended calls, for the database thread */
 	int outstanding;        /* jobs claimed and not yet completed */
 	bool want_claim;
+	int64_t reopen_at; /* claim again then: an endpoint opens (0: none) */
 	bool stop;
 	int grace_ms;
 	bool io_done; /* the I/O thread finished: nothing more will come */
@@ -119,6 +124,7 @@ struct dispatcher {
 	atomic_bool refusing; /* a newer hookflow took the database: claim nothing */
 	char *instance;
 	struct keyring *keyring; /* signs delivery tokens */
+	struct endpoints *eps;   /* allowance and breaker per endpoint (owned) */
 	int nworkers;
 	struct worker *workers;
 };
@@ -142,7 +148,18 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 	d->keyring = keyring;
 	d->nworkers = cfg->workers;
 	d->workers = calloc((size_t)d->nworkers, sizeof *d->workers);
-	if (d->instance == NULL || d->workers == NULL) {
+	struct endpoints_config ec = endpoints_config_default();
+	ec.enabled = cfg->endpoint_control;
+	ec.max_inflight = cfg->endpoint_max_inflight;
+	ec.breaker_threshold = cfg->breaker_threshold;
+	ec.breaker_window_ms = cfg->breaker_window_ms;
+	ec.cooldown_ms = cfg->breaker_cooldown_ms;
+	ec.cooldown_max_ms = cfg->breaker_cooldown_max_ms;
+	struct err e = {0};
+	d->eps = endpoints_new(&ec, &e);
+	if (d->eps == NULL)
+		log_error("dispatcher", "cannot create the endpoint table", "error=\"%s\"", e.msg);
+	if (d->instance == NULL || d->workers == NULL || d->eps == NULL) {
 		dispatcher_free(d);
 		return NULL;
 	}
@@ -315,8 +332,22 @@ static void unlink_inflight(struct worker *w, struct inflight *f)
 	metrics_inflight_add(-1);
 }
 
+/* Ends the call's count in its endpoint's allowance, once: `r` is how the
+ * call ended (ENDPOINT_IGNORED when it was not made or its answer does not
+ * speak for the endpoint). */
+static void end_endpoint(struct inflight *f, enum endpoint_result r, int64_t retry_after_ms,
+			 const char *error)
+{
+	if (f->eps == NULL)
+		return;
+	endpoints_finished(f->eps, f->job.endpoint, f->ep_token, r, retry_after_ms, error,
+			   timefmt_mono_ms());
+	f->eps = NULL;
+}
+
 static void free_inflight(struct inflight *f)
 {
+	end_endpoint(f, ENDPOINT_IGNORED, -1, NULL);
 	db_claimed_job_cleanup(&f->job);
 	free(f);
 }
@@ -362,6 +393,14 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	}
 	struct verdict v;
 	verdict_from_call(&r, f->job.kind == JOB_STEP, timefmt_now_ms(), &v);
+	/* A Retry-After pauses the endpoint as long as it delays this run's
+	 * retry: capped at the workflow's retry_backoff max_ms (SPEC). */
+	int64_t pause_ms = v.retry_after_ms >= 0
+				   ? verdict_retry_delay_ms(&v, f->job.backoff_base_ms,
+							    f->job.backoff_max_ms, f->job.attempt)
+				   : -1;
+	end_endpoint(f, f->cancel_abort ? ENDPOINT_IGNORED : endpoints_result_of_call(&r), pause_ms,
+		     v.error);
 	long status = r.transport_error ? 0 : r.status;
 	struct settlement st;
 	if (f->job.kind == JOB_STEP) {
@@ -767,6 +806,12 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 			free_inflight(f);
 			continue;
 		}
+		if (f->job.kind == JOB_STEP && f->job.endpoint != NULL) {
+			struct err e = {0};
+			if (endpoints_started(w->d->eps, f->job.endpoint, 1, timefmt_mono_ms(),
+					      &f->ep_token, &e) == ERR_OK)
+				f->eps = w->d->eps;
+		}
 		if (tail)
 			tail->next = f;
 		else
@@ -819,6 +864,36 @@ static enum err_code store_outputs(struct worker *w, struct err *e)
 	return ERR_OK;
 }
 
+/* The room of the endpoints that limit calls now, for the claim: JSON text
+ * {"<endpoint>": n} (malloc'd), or NULL when none does. Notes in
+ * w->reopen_at when an endpoint with no room opens again by itself (a
+ * Retry-After pause or a breaker's cool-down ending), so the claim is tried
+ * again then. */
+static char *endpoint_rooms(struct worker *w)
+{
+	struct endpoint_room *v = NULL;
+	size_t n = 0;
+	struct err e = {0};
+	int64_t now = timefmt_mono_ms();
+	if (endpoints_limited(w->d->eps, now, &v, &n, &e) || n == 0)
+		return NULL;
+	json_t *o = json_object();
+	int64_t reopen = 0;
+	for (size_t i = 0; o != NULL && i < n; i++) {
+		json_object_set_new(o, v[i].origin, json_integer(v[i].room));
+		if (v[i].reopen_ms > 0 && (reopen == 0 || v[i].reopen_ms < reopen))
+			reopen = v[i].reopen_ms;
+	}
+	free(v);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	pthread_mutex_lock(&w->mu);
+	if (reopen > 0 && (w->reopen_at == 0 || reopen < w->reopen_at))
+		w->reopen_at = reopen;
+	pthread_mutex_unlock(&w->mu);
+	return text;
+}
+
 /* One cycle in one transaction: commits the settlements taken from the
  * exchange and claims up to `room` jobs (0: none), which includes the steps
  * the settlement just queued, and hands them to the I/O thread. Returns true
@@ -855,8 +930,11 @@ static bool cycle(struct worker *w, int room)
 	struct claimed_job *jobs = NULL;
 	int n = 0, lost = 0;
 	size_t nsettle = settling ? w->work.n : 0;
-	enum err_code rc = db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want,
-					 w->d->cfg->lease_ms, &w->lane, NULL, &jobs, &n, &lost, &e);
+	char *rooms = want > 0 ? endpoint_rooms(w) : NULL;
+	enum err_code rc =
+		db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want, w->d->cfg->lease_ms,
+			      &w->lane, rooms, &jobs, &n, &lost, &e);
+	free(rooms);
 	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
 			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);
@@ -909,6 +987,11 @@ static void *db_main(void *arg)
 			bool settle = work_pending(w) && now >= w->settle_retry_at;
 			bool renew_due = w->outstanding > 0 && now >= w->next_renew;
 			bool poll_due = !stopping && now >= w->next_poll;
+			if (w->reopen_at > 0 && now >= w->reopen_at) {
+				w->reopen_at = 0;
+				w->want_claim = true;
+				continue;
+			}
 			if (claimable || settle || renew_due || poll_due ||
 			    (stopping && w->io_done && !work_pending(w)) ||
 			    (stopping && w->io_done && w->db == NULL && now >= w->db_retry_at))
@@ -921,6 +1004,8 @@ static void *db_main(void *arg)
 				wake = w->settle_retry_at;
 			if (w->db == NULL && w->db_retry_at < wake)
 				wake = w->db_retry_at;
+			if (w->reopen_at > 0 && w->reopen_at < wake)
+				wake = w->reopen_at;
 			if (stopping && (wake > now + 1000 || wake < now))
 				wake = now + 1000;
 			struct timespec ts = {.tv_sec = (time_t)(wake / 1000),
@@ -1007,6 +1092,16 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 	log_info("dispatcher", "started", "workers=%d max_inflight=%d instance=%s", d->nworkers,
 		 d->cfg->max_inflight, d->instance);
 	return ERR_OK;
+}
+
+struct endpoints *dispatcher_endpoints(struct dispatcher *d)
+{
+	return d->eps;
+}
+
+const char *dispatcher_instance(const struct dispatcher *d)
+{
+	return d->instance;
 }
 
 void dispatcher_wake(struct dispatcher *d)
@@ -1130,6 +1225,7 @@ void dispatcher_free(struct dispatcher *d)
 		pthread_cond_destroy(&w->db_cv);
 	}
 	free(d->workers);
+	endpoints_free(d->eps);
 	free(d->instance);
 	free(d);
 }

@@ -19,6 +19,7 @@
 #include "base/err.h"
 
 struct keyring;
+struct endpoints;
 
 struct dispatcher;
 
@@ -31,6 +32,13 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 
 /* Starts the worker threads. */
 enum err_code dispatcher_start(struct dispatcher *d, struct err *e);
+
+/* The allowance and breaker of every endpoint this process calls (borrowed,
+ * lives as long as `d`; its functions are thread-safe). */
+struct endpoints *dispatcher_endpoints(struct dispatcher *d);
+
+/* The name of this process in lease owners (borrowed). */
+const char *dispatcher_instance(const struct dispatcher *d);
 
 /* Tells every worker that claimable work may exist. Thread-safe. */
 void dispatcher_wake(struct dispatcher *d);

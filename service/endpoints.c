@@ -647,6 +647,11 @@ static bool fill_room(const struct endpoints *eps, const struct endpoint *ep, in
 		return false;
 	memcpy(r->origin, ep->origin, sizeof r->origin);
 	r->room = room;
+	r->reopen_ms = 0;
+	if (room == 0 && ep->paused_until_ms != 0)
+		r->reopen_ms = ep->paused_until_ms;
+	if (room == 0 && ep->state == ENDPOINT_OPEN && ep->open_until_ms > r->reopen_ms)
+		r->reopen_ms = ep->open_until_ms;
 	return true;
 }
 

@@ -180,6 +180,10 @@ struct endpoint_info {
 struct endpoint_room {
 	char origin[ENDPOINTS_ORIGIN_BYTES + 1];
 	int room; /* 0..max_inflight, never ENDPOINTS_UNLIMITED */
+	/* When a room of 0 ends by itself (a Retry-After pause or the breaker's
+	 * cool-down running out; monotonic ms), 0 when only an ending call
+	 * frees it. */
+	int64_t reopen_ms;
 };
 
 struct endpoints;

@@ -1,6 +1,9 @@
 /* metrics: atomic counters and the webhook latency histogram. */
 #include "service/metrics.h"
 
+#include "base/timefmt.h"
+#include "service/endpoints.h"
+
 #include <stdatomic.h>
 
 static atomic_llong steps_dispatched;
@@ -107,4 +110,72 @@ void metrics_render(struct strbuf *b)
 		       "was lost.\n"
 		       "# TYPE hookflow_claims_lost_total counter\n");
 	strbuf_printf(b, "hookflow_claims_lost_total %lld\n", atomic_load(&claims_lost));
+}
+
+void metrics_render_endpoints(struct strbuf *b, struct endpoints *eps)
+{
+	struct endpoint_info *v = NULL;
+	size_t n = 0;
+	struct err e = {0};
+	if (endpoints_snapshot(eps, timefmt_mono_ms(), &v, &n, &e)) {
+		b->oom = true;
+		return;
+	}
+	static const struct {
+		const char *name, *type, *help;
+	} series[] = {
+		{"hookflow_endpoint_allowance", "gauge",
+		 "Calls an endpoint may have in flight from this instance (the cap when not "
+		 "limited)."},
+		{"hookflow_endpoint_inflight", "gauge", "Calls in flight to an endpoint."},
+		{"hookflow_endpoint_open", "gauge",
+		 "Circuit breaker: 0 closed, 1 open, 2 half-open (one probe call)."},
+		{"hookflow_endpoint_error_rate", "gauge",
+		 "Share of an endpoint's calls that were throttled or failed in the last minute."},
+		{"hookflow_endpoint_calls_total", "counter", "Calls to an endpoint that ended."},
+		{"hookflow_endpoint_throttled_total", "counter", "Answers 429 or 503."},
+		{"hookflow_endpoint_failures_total", "counter",
+		 "Failures the breaker counts (503, connection errors, timeouts, other 5xx)."},
+		{"hookflow_endpoint_breaker_opens_total", "counter", "Times the breaker opened."},
+	};
+	for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
+		strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", series[s].name, series[s].help,
+			      series[s].name, series[s].type);
+		for (size_t i = 0; i < n; i++) {
+			const struct endpoint_info *ep = &v[i];
+			double x = 0;
+			switch (s) {
+			case 0:
+				x = ep->allowance;
+				break;
+			case 1:
+				x = ep->inflight;
+				break;
+			case 2:
+				x = ep->state == ENDPOINT_OPEN        ? 1
+				    : ep->state == ENDPOINT_HALF_OPEN ? 2
+								      : 0;
+				break;
+			case 3:
+				x = ep->error_rate;
+				break;
+			case 4:
+				x = (double)ep->calls;
+				break;
+			case 5:
+				x = (double)ep->throttled;
+				break;
+			case 6:
+				x = (double)ep->failures;
+				break;
+			default:
+				x = (double)ep->breaker_opens;
+				break;
+			}
+			/* origins are scheme://host:port: no quote, backslash or newline */
+			strbuf_printf(b, "%s{endpoint=\"%s\"} %.6g\n", series[s].name, ep->origin,
+				      x);
+		}
+	}
+	endpoints_snapshot_free(v);
 }

@@ -31,4 +31,11 @@ void metrics_claims_lost(int n);
 /* Appends the process metrics to `b` in Prometheus text format. */
 void metrics_render(struct strbuf *b);
 
+struct endpoints;
+
+/* Appends the endpoint table's gauges and counters (allowance, calls in
+ * flight, breaker state, error rate, calls, throttled, failures, breaker
+ * openings per endpoint) to `b`; `eps` borrowed. */
+void metrics_render_endpoints(struct strbuf *b, struct endpoints *eps);
+
 #endif

@@ -50,6 +50,7 @@ DECLARE
 	wf workflow;
 	wf_free integer;
 	key_free integer;
+	kc integer;              -- the key's concurrency limit (0: none)
 	lane_p integer[] := '{}';
 	lane_w text[] := '{}';
 	lane_k text[] := '{}';
@@ -161,18 +162,22 @@ BEGIN
 		END IF;
 
 		key_free := NULL;
-		IF wf.key_concurrency > 0 AND l.k <> '' THEN
+		-- cancel_active starts a key's new run once the cancelled one's call
+		-- has ended: one call of a key at a time unless the workflow says more.
+		kc := CASE WHEN wf.key_concurrency > 0 THEN wf.key_concurrency
+			   WHEN wf.key_mode = 'cancel_active' THEN 1 ELSE 0 END;
+		IF kc > 0 AND l.k <> '' THEN
 			-- The key's slot counter under its row's lock. A key that holds
 			-- no slot has no row; an advisory lock keeps two claims from
 			-- inserting it at once.
 			CONTINUE WHEN NOT pg_try_advisory_xact_lock(
 				hashtextextended(l.w || '/' || l.k, 724391));
-			SELECT greatest(wf.key_concurrency - f.inflight, 0) INTO key_free
+			SELECT greatest(kc - f.inflight, 0) INTO key_free
 			FROM flow_key f WHERE f.workflow = l.w AND f.key = l.k FOR UPDATE SKIP LOCKED;
 			IF NOT FOUND THEN
 				CONTINUE WHEN EXISTS (SELECT 1 FROM flow_key f
 						      WHERE f.workflow = l.w AND f.key = l.k);
-				key_free := wf.key_concurrency;
+				key_free := kc;
 			END IF;
 			CONTINUE WHEN key_free = 0;
 		END IF;
@@ -297,7 +302,7 @@ BEGIN
 				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
 					r.generation, r.step, r.payload, r.input))) END,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			r.concurrency_key, r.priority;
+			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	-- The next claim goes on after the last lane served when a lane that
@@ -330,7 +335,7 @@ BEGIN
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			NULL::text, NULL::integer;
+			NULL::text, NULL::integer, NULL::text;
 	END IF;
 END
 $$;

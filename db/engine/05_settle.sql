@@ -24,7 +24,8 @@ $$;
 --   transient_error | permanent_error        a failed call ("reason": the error)
 --   lease_expired                            the claim's lease ran out
 --   interrupted                              a draining instance released the call
---   cancel_queued                            an API cancel of a queued run (no claim)
+--   cancel_queued                            a cancel of a queued run (no claim;
+--                                            "reason": the run's error, or none)
 -- Every item but cancel_queued names the claim it settles (claim_token); an
 -- item whose claim is no longer current settles nothing ('claim_lost').
 -- Returns one row per item: its run_id and the run's new status, or
@@ -116,11 +117,12 @@ BEGIN
 			    WHEN x.result IN ('lease_expired', 'interrupted') THEN now()
 		       END AS due,
 		       -- the run's error when it ends (and the history row's)
-		       CASE WHEN c.ext_cancel THEN NULL
+		       CASE WHEN c.ext_cancel THEN r.cancel_reason
 			    WHEN x.conflict THEN format(
 				'a waiter is already registered for correlation key %s', x.wait_key)
 			    WHEN x.result = 'lease_expired' THEN 'lease expired'
-			    WHEN x.result IN ('cancel', 'fail', 'transient_error', 'permanent_error')
+			    WHEN x.result IN ('cancel', 'fail', 'transient_error', 'permanent_error',
+					      'cancel_queued')
 				 THEN x.reason END AS err,
 		       CASE WHEN c.ext_cancel THEN NULL
 			    WHEN x.result IN ('fail', 'permanent_error') OR x.conflict THEN 'permanent'

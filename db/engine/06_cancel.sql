@@ -4,8 +4,9 @@
 
 -- Returns 'not_found', 'already_terminal', 'cancelled' (a queued step was
 -- removed and the run ended, through hf_settle_steps) or 'cancelling' (the
--- call in flight is being aborted).
-CREATE FUNCTION hf_cancel(p_run_id text) RETURNS text
+-- call in flight is being aborted). p_reason, when given, is the error the
+-- run ends with (a run superseded by a newer submission of its key).
+CREATE FUNCTION hf_cancel(p_run_id text, p_reason text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	st text;
@@ -19,11 +20,12 @@ BEGIN
 	END IF;
 	IF st IN ('pending', 'scheduled', 'waiting') THEN
 		PERFORM 1 FROM hf_settle_steps(jsonb_build_array(jsonb_build_object(
-			'run_id', p_run_id, 'result', 'cancel_queued')));
+			'run_id', p_run_id, 'result', 'cancel_queued', 'reason', p_reason)));
 		RETURN 'cancelled';
 	END IF;
 	IF st = 'running' THEN
-		UPDATE run SET cancel_requested = true, status = 'cancelling', updated_at = now()
+		UPDATE run SET cancel_requested = true, status = 'cancelling',
+			cancel_reason = p_reason, updated_at = now()
 		WHERE run_id = p_run_id;
 		PERFORM pg_notify('hookflow_cancel', p_run_id);
 	END IF;

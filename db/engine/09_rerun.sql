@@ -14,7 +14,8 @@ BEGIN
 		payload = CASE WHEN from_step = 0 AND p_payload IS NOT DISTINCT FROM input
 			       THEN NULL ELSE p_payload END,
 		signal = NULL, seq = nextval('hf_seq'), next_at = now(), wait_key = NULL,
-		wait_timeout_at = NULL, cancel_requested = false, lease_owner = NULL,
+		wait_timeout_at = NULL, cancel_requested = false, cancel_reason = NULL,
+		lease_owner = NULL,
 		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,
 		error = NULL, error_kind = NULL, final_step = NULL, finished_at = NULL,
 		updated_at = now()
