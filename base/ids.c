@@ -111,6 +111,27 @@ enum err_code ids_check_key(const char *field, const char *s, size_t len, struct
 	return ERR_OK;
 }
 
+enum err_code ids_check_concurrency_key(const char *field, const char *s, size_t len, struct err *e)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	if (len == 0)
+		return err_set(e, ERR_INVALID, "%s: must not be empty", field);
+	if (len > IDS_MAX_CONCURRENCY_KEY)
+		return err_set(e, ERR_INVALID, "%s: exceeds maximum length of %d bytes", field,
+			       IDS_MAX_CONCURRENCY_KEY);
+	if (!ids_utf8_valid(s, len))
+		return err_set(e, ERR_INVALID, "%s: must be valid UTF-8", field);
+	for (size_t i = 0; i < len; i++) {
+		/* C0 and DEL, and C1 (U+0080..U+009F: 0xC2 0x80..0x9F in UTF-8). */
+		if (p[i] < 0x20 || p[i] == 0x7F ||
+		    (p[i] == 0xC2 && i + 1 < len && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F))
+			return err_set(e, ERR_INVALID, "%s: must not contain control characters",
+				       field);
+	}
+	return ERR_OK;
+}
+
 static uint64_t realtime_ms(void)
 {
 	struct timespec ts;

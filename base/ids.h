@@ -11,6 +11,7 @@
 #define IDS_MAX_RUN_ID 128
 #define IDS_MAX_NAME 128
 #define IDS_MAX_KEY 512
+#define IDS_MAX_CONCURRENCY_KEY 256
 #define IDS_ULID_LEN 26
 
 /* Checks a run id or group id: 1..128 bytes of [A-Za-z0-9_-]. On failure sets
@@ -25,6 +26,12 @@ enum err_code ids_check_workflow_name(const char *field, const char *s, size_t l
 /* Checks a correlation key or KV key: 1..512 bytes of valid UTF-8 without NUL.
  * Same error style. */
 enum err_code ids_check_key(const char *field, const char *s, size_t len, struct err *e);
+
+/* Checks a run's flow-control key (concurrency_key): 1..256 bytes of valid
+ * UTF-8 without control characters (U+0000..U+001F, U+007F..U+009F). Same
+ * error style. */
+enum err_code ids_check_concurrency_key(const char *field, const char *s, size_t len,
+					struct err *e);
 
 /* True when `s[0..len)` is well-formed UTF-8 (no overlongs, no surrogates, no
  * code points above U+10FFFF). */

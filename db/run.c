@@ -42,7 +42,9 @@ static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE r
  * order and stops after the page (tests/integration/test_size_plans.py):
  * run_list, run_list_workflow, or for ?status=failed or cancelled (with or
  * without ?workflow) run_list_ended and run_list_workflow_ended
- * (migrations/0006). So one status is an equality (PostgreSQL 15 reads
+ * (migrations/0006), and for ?concurrency_key (alone or with the others)
+ * run_list_key (migrations/0007: partial, on the runs that have a key, which
+ * "concurrency_key = $4" implies). So one status is an equality (PostgreSQL 15 reads
  * "status = ANY" through an index without its order, and sorts every row
  * that matches), and the cursor is one row comparison, which bounds the
  * index scan (an OR of two comparisons filtered every row before it). These
@@ -58,13 +60,14 @@ static const struct db_stmt q_list = {
 		    " AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
 		    "      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
 		    " AND ($3::text IS NULL OR r.group_id = $3)"
-		    " AND ($4::timestamptz IS NULL OR r.created_at > $4::timestamptz)"
-		    " AND ($5::timestamptz IS NULL OR r.created_at < $5::timestamptz)"
-		    " AND ($6::bigint IS NULL"
-		    "      OR (r.created_at, r.run_id) < (hf_from_us($6::bigint), $7))"
+		    " AND ($4::text IS NULL OR r.concurrency_key = $4)"
+		    " AND ($5::timestamptz IS NULL OR r.created_at > $5::timestamptz)"
+		    " AND ($6::timestamptz IS NULL OR r.created_at < $6::timestamptz)"
+		    " AND ($7::bigint IS NULL"
+		    "      OR (r.created_at, r.run_id) < (hf_from_us($7::bigint), $8))"
 		    " ORDER BY r.created_at DESC, r.run_id DESC",
-		    "k_created DESC, id DESC", "$8", "$9"),
-	9};
+		    "k_created DESC, id DESC", "$9", "$10"),
+	10};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
 					1};
 static const struct db_stmt q_rerun = {"run_rerun",
@@ -101,6 +104,8 @@ char *db_run_submit_item(const struct run_submit *s)
 		json_object_set_new(it, "callback_url", json_string(s->callback_url));
 	if (kv != NULL)
 		json_object_set(it, "kv", kv);
+	if (s->concurrency_key != NULL)
+		json_object_set_new(it, "concurrency_key", json_string(s->concurrency_key));
 	text = json_dumps(it, JSON_COMPACT);
 out:
 	json_decref(input);
@@ -249,9 +254,10 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 	struct db_page_params pp;
 	snprintf(us, sizeof us, "%lld", (long long)after_us);
 	db_page_params(pg, &pp);
-	const char *p[9] = {f->workflow,      f->statuses,       f->group_id,
-			    f->created_after, f->created_before, after_id ? us : NULL,
-			    after_id,         pp.limit,          pp.max_bytes};
+	const char *p[10] = {f->workflow,          f->statuses,      f->group_id,
+			     f->concurrency_key,   f->created_after, f->created_before,
+			     after_id ? us : NULL, after_id,         pp.limit,
+			     pp.max_bytes};
 	PGresult *r = db_exec(c, &q_list, p, e);
 	free(after_id);
 	if (r == NULL)

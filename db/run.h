@@ -15,14 +15,15 @@ struct run_submit {
 	const char *workflow;
 	const char *input_json; /* JSON text of the input ("null" when absent) */
 	unsigned char input_hash[32];
-	const char *headers_json; /* JSON object text */
-	int priority;             /* -1: the workflow's */
-	int max_attempts;         /* -1: the workflow's */
-	int64_t delay_ms;         /* -1: none */
-	const char *run_at;       /* RFC 3339, or NULL */
-	const char *callback_url; /* NULL: the workflow's */
-	const char *kv_json;      /* validated effects JSON, or NULL */
-	const char *group_id;     /* NULL unless a group member */
+	const char *headers_json;    /* JSON object text */
+	int priority;                /* -1: the workflow's */
+	int max_attempts;            /* -1: the workflow's */
+	int64_t delay_ms;            /* -1: none */
+	const char *run_at;          /* RFC 3339, or NULL */
+	const char *callback_url;    /* NULL: the workflow's */
+	const char *kv_json;         /* validated effects JSON, or NULL */
+	const char *concurrency_key; /* the flow-control key (ids_check_concurrency_key), or NULL */
+	const char *group_id;        /* NULL unless a group member */
 	const char *group_key;
 };
 
@@ -61,11 +62,12 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 			   struct db_page *out, struct err *e);
 
 struct run_filter {
-	const char *workflow;       /* NULL: any */
-	const char *statuses;       /* Postgres array literal "{a,b}", or NULL */
-	const char *group_id;       /* NULL: any */
-	const char *created_after;  /* RFC 3339 or NULL */
-	const char *created_before; /* RFC 3339 or NULL */
+	const char *workflow;        /* NULL: any */
+	const char *statuses;        /* Postgres array literal "{a,b}", or NULL */
+	const char *group_id;        /* NULL: any */
+	const char *concurrency_key; /* NULL: any */
+	const char *created_after;   /* RFC 3339 or NULL */
+	const char *created_before;  /* RFC 3339 or NULL */
 };
 
 /* One page (`pg`, borrowed) of the runs matching `f` (borrowed), newest

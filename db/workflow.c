@@ -14,13 +14,15 @@
  * again. With keep, the stored secrets stay (an expired previous one is
  * dropped on the way). The secrets are written here and in
  * hf_workflow_rotate (db_workflow_rotate) only, sealed here when
- * HOOKFLOW_ENCRYPTION_KEY is set. */
+ * HOOKFLOW_ENCRYPTION_KEY is set. `paused` is state, not configuration:
+ * written by hf_workflow_pause only, never here. */
 static const struct db_stmt q_put = {
 	"workflow_put",
 	"INSERT INTO workflow AS w (name, url, callback_url, secret, timeout_ms, max_attempts,"
-	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay)"
+	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay,"
+	" key_concurrency)"
 	" VALUES ($1, $2, $3, CASE WHEN $12::boolean THEN NULL ELSE $4 END, $5, $6, $7, $8, $9,"
-	" $10, $11)"
+	" $10, $11, $13)"
 	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = "
 	"EXCLUDED.callback_url,"
 	" secret = CASE WHEN $12::boolean THEN w.secret ELSE EXCLUDED.secret END,"
@@ -31,10 +33,10 @@ static const struct db_stmt q_put = {
 	" timeout_ms = EXCLUDED.timeout_ms,"
 	" max_attempts = EXCLUDED.max_attempts, priority = EXCLUDED.priority,"
 	" backoff_base_ms = EXCLUDED.backoff_base_ms, backoff_max_ms = EXCLUDED.backoff_max_ms,"
-	" max_concurrency = EXCLUDED.max_concurrency,"
+	" max_concurrency = EXCLUDED.max_concurrency, key_concurrency = EXCLUDED.key_concurrency,"
 	" step_output_replay = EXCLUDED.step_output_replay, updated_at = now()"
 	" RETURNING (xmax = 0), hf_workflow_json(w)",
-	12};
+	13};
 static const struct db_stmt q_get = {
 	"workflow_get", "SELECT hf_workflow_json(w) FROM workflow w WHERE name = $1", 1};
 static const struct db_stmt q_list = {
@@ -48,20 +50,42 @@ static const struct db_stmt q_current_secret = {
 	"workflow_current_secret", "SELECT secret FROM workflow WHERE name = $1 FOR UPDATE", 1};
 static const struct db_stmt q_rotate = {"workflow_rotate", "SELECT hf_workflow_rotate($1, $2, $3)",
 					3};
+static const struct db_stmt q_pause = {"workflow_pause",
+				       "SELECT hf_workflow_pause($1, $2::boolean)", 2};
+
+/* Runs `q` (parameters `p`), whose one value is the JSON of workflow `name`
+ * or NULL when there is none: *out (new reference, NULL on failure), or
+ * ERR_NOT_FOUND. */
+static enum err_code json_of(struct db_conn *c, const struct db_stmt *q, const char *const *p,
+			     const char *name, json_t **out, struct err *e)
+{
+	*out = NULL;
+	PGresult *r = db_exec(c, q, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQgetisnull(r, 0, 0)) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
+	}
+	*out = db_json(r, 0, 0);
+	PQclear(r);
+	return *out != NULL ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
+}
 
 /* The upsert, with the secret to store (`secret`, maybe sealed) or `keep`. */
 static enum err_code put(struct db_conn *c, const struct workflow_def *w, const char *secret,
 			 bool keep, bool *created, json_t **out, struct err *e)
 {
 	*out = NULL;
-	char timeout[16], attempts[16], prio[16], base[24], max[24], conc[16];
+	char timeout[16], attempts[16], prio[16], base[24], max[24], conc[16], kconc[16];
 	snprintf(timeout, sizeof timeout, "%d", w->timeout_ms);
 	snprintf(attempts, sizeof attempts, "%d", w->max_attempts);
 	snprintf(prio, sizeof prio, "%d", w->priority);
 	snprintf(base, sizeof base, "%lld", (long long)w->backoff_base_ms);
 	snprintf(max, sizeof max, "%lld", (long long)w->backoff_max_ms);
 	snprintf(conc, sizeof conc, "%d", w->max_concurrency);
-	const char *p[12] = {w->name,
+	snprintf(kconc, sizeof kconc, "%d", w->key_concurrency);
+	const char *p[13] = {w->name,
 			     w->url,
 			     w->callback_url,
 			     keep ? NULL : secret,
@@ -72,7 +96,8 @@ static enum err_code put(struct db_conn *c, const struct workflow_def *w, const 
 			     max,
 			     conc,
 			     w->step_output_replay ? "true" : "false",
-			     keep ? "true" : "false"};
+			     keep ? "true" : "false",
+			     kconc};
 	PGresult *r = db_exec(c, &q_put, p, e);
 	if (r == NULL)
 		return e->code;
@@ -143,17 +168,16 @@ enum err_code db_workflow_rotate(struct db_conn *c, const char *name, const char
 		return e->code;
 	snprintf(grace, sizeof grace, "%lld", (long long)grace_ms);
 	const char *p[3] = {name, sealed ? sealed : secret, grace};
-	PGresult *r = db_exec(c, &q_rotate, p, e);
+	json_of(c, &q_rotate, p, name, out, e);
 	free(sealed);
-	if (r == NULL)
-		return e->code;
-	if (PQgetisnull(r, 0, 0)) {
-		PQclear(r);
-		return err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
-	}
-	*out = db_json(r, 0, 0);
-	PQclear(r);
-	return *out != NULL ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
+	return e->code;
+}
+
+enum err_code db_workflow_pause(struct db_conn *c, const char *name, bool paused, json_t **out,
+				struct err *e)
+{
+	const char *p[2] = {name, paused ? "true" : "false"};
+	return json_of(c, &q_pause, p, name, out, e);
 }
 
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e)

@@ -22,11 +22,13 @@ struct workflow_def {
 	int64_t backoff_base_ms;
 	int64_t backoff_max_ms;
 	int max_concurrency;
+	int key_concurrency; /* 0: no limit per concurrency key */
 	bool step_output_replay;
 };
 
 /* Creates or replaces workflow `w`. *created tells which; *out is the
- * workflow's public JSON (new reference). The signing secret: kept as it is
+ * workflow's public JSON (new reference). Whether it is paused is left as it
+ * is (a new workflow is not paused): see db_workflow_pause. The signing secret: kept as it is
  * (with a rotation's previous secret) when w->keep_secret, a new workflow
  * then being unsigned; else set to w->secret, the previous secret dropped
  * unless w->secret is the current secret (an identical PUT changes
@@ -45,6 +47,13 @@ enum err_code db_workflow_put(struct db_conn *c, const struct workflow_def *w,
 enum err_code db_workflow_rotate(struct db_conn *c, const char *name, const char *secret,
 				 int64_t grace_ms, const unsigned char *enc_key, json_t **out,
 				 struct err *e);
+
+/* Pauses (`paused` true) or resumes workflow `name`; the same state again
+ * changes nothing. A resume wakes the claimers of every instance. *out is
+ * the workflow's public JSON afterwards (new reference). ERR_NOT_FOUND when
+ * there is no such workflow. */
+enum err_code db_workflow_pause(struct db_conn *c, const char *name, bool paused, json_t **out,
+				struct err *e);
 
 /* The public JSON of workflow `name` (new reference), or ERR_NOT_FOUND. */
 enum err_code db_workflow_get(struct db_conn *c, const char *name, json_t **out, struct err *e);

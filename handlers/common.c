@@ -119,6 +119,21 @@ enum err_code hc_str(const json_t *obj, const char *name, size_t max, const char
 	return ERR_OK;
 }
 
+enum err_code hc_concurrency_key(const json_t *obj, const char *field, const char **out,
+				 struct err *e)
+{
+	json_t *v = json_object_get(obj, "concurrency_key");
+	*out = NULL;
+	if (v == NULL || json_is_null(v))
+		return ERR_OK;
+	if (!json_is_string(v))
+		return err_set(e, ERR_INVALID, "%s: must be a string", field);
+	if (ids_check_concurrency_key(field, json_string_value(v), json_string_length(v), e))
+		return e->code;
+	*out = json_string_value(v);
+	return ERR_OK;
+}
+
 enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, struct err *e)
 {
 	json_t *v = json_object_get(obj, name);

@@ -52,6 +52,12 @@ enum err_code hc_int(const json_t *obj, const char *name, int64_t lo, int64_t hi
 enum err_code hc_str(const json_t *obj, const char *name, size_t max, const char **out,
 		     struct err *e);
 
+/* Reads the optional "concurrency_key" of `obj` (borrowed from it; NULL when
+ * absent or null): a string that passes ids_check_concurrency_key, else
+ * ERR_INVALID naming `field` ("concurrency_key", "members[3].concurrency_key"). */
+enum err_code hc_concurrency_key(const json_t *obj, const char *field, const char **out,
+				 struct err *e);
+
 /* Reads boolean field `name` (`def` when absent). */
 enum err_code hc_bool(const json_t *obj, const char *name, bool def, bool *out, struct err *e);
 

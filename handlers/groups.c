@@ -15,11 +15,13 @@
 
 static const char *const group_keys[] = {"workflow",     "members", "priority",
 					 "max_attempts", "headers", NULL};
-static const char *const member_keys[] = {"key", "input", "headers", NULL};
+static const char *const member_keys[] = {"key", "input", "headers", "concurrency_key", NULL};
 
 /* Builds the member list hf_group_submit takes, and the manifest hash over
- * the ordered (key, input, headers) list. Returns a new reference or NULL with
- * `e` set. */
+ * the ordered (key, input, headers, concurrency_key) list. A member without a
+ * concurrency_key has none in the manifest either, so the manifests of groups
+ * recorded before the field existed stay what they were. Returns a new
+ * reference or NULL with `e` set. */
 static json_t *members_of(const char *group_id, const json_t *members, const json_t *group_headers,
 			  unsigned char manifest[32], struct err *e)
 {
@@ -60,6 +62,11 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 			goto fail;
 		}
 		json_object_set_new(seen, key, json_true());
+		char cf[64];
+		const char *ckey;
+		snprintf(cf, sizeof cf, "%s.concurrency_key", field);
+		if (hc_concurrency_key(m, cf, &ckey, e))
+			goto fail;
 		json_t *input = json_object_get(m, "input");
 		if (input == NULL)
 			input = json_null();
@@ -97,11 +104,23 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 		canon_sha256(idsrc, glen + 1 + klen, rid);
 		free(idsrc);
 		ids_hex(rid, 32, rid_hex);
-		json_array_append_new(manifest_list, json_pack("{s:s, s:O, s:O}", "key", key,
-							       "input", input, "headers", merged));
-		json_array_append_new(out, json_pack("{s:s, s:s, s:O, s:s, s:o}", "key", key,
-						     "run_id", rid_hex, "input", input,
-						     "input_hash", ih_hex, "headers", merged));
+		json_t *listed =
+			json_pack("{s:s, s:O, s:O}", "key", key, "input", input, "headers", merged);
+		json_t *member =
+			json_pack("{s:s, s:s, s:O, s:s, s:o}", "key", key, "run_id", rid_hex,
+				  "input", input, "input_hash", ih_hex, "headers", merged);
+		if (listed == NULL || member == NULL) {
+			json_decref(listed);
+			json_decref(member);
+			err_set(e, ERR_INTERNAL, "out of memory");
+			goto fail;
+		}
+		if (ckey != NULL) {
+			json_object_set_new(listed, "concurrency_key", json_string(ckey));
+			json_object_set_new(member, "concurrency_key", json_string(ckey));
+		}
+		json_array_append_new(manifest_list, listed);
+		json_array_append_new(out, member);
 	}
 	if (canon_json_sha256(manifest_list, manifest) != 0) {
 		err_set(e, ERR_INTERNAL, "out of memory");

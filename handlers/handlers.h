@@ -25,6 +25,8 @@ void handle_workflow_get(struct http_req *r);
 void handle_workflow_list(struct http_req *r);
 void handle_workflow_delete(struct http_req *r);
 void handle_workflow_rotate(struct http_req *r);
+void handle_workflow_pause(struct http_req *r);
+void handle_workflow_resume(struct http_req *r);
 
 /* handlers/runs.c */
 void handle_run_submit(struct http_req *r);

@@ -41,7 +41,8 @@ struct run_submit_buf {
  * Rules (schema RunSubmit of openapi/openapi.yaml): only its keys; workflow
  * required; run_id, workflow, headers and kv as it describes them; priority
  * 0..2^31-1; max_attempts 1..1000; delay_ms 0..VERDICT_MAX_DELAY_MS; run_at
- * RFC 3339 and not with delay_ms; callback_url an http(s) URL. */
+ * RFC 3339 and not with delay_ms; callback_url an http(s) URL;
+ * concurrency_key as ids_check_concurrency_key. */
 enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egress,
 				struct run_submit *out, struct run_submit_buf *buf, struct err *e);
 
@@ -113,15 +114,23 @@ struct workflow_rotate {
 enum err_code workflows_parse_rotate(const json_t *body, struct workflow_rotate *out,
 				     struct err *e);
 
+/* ---- POST /v1/workflows/{name}/pause and /resume (workflows.c) ----------- */
+
+/* Validates a pause or resume body: none (`body` NULL) or an empty object;
+ * any field is unknown. */
+enum err_code workflows_parse_pause(const json_t *body, struct err *e);
+
 /* ---- PUT /v1/groups/{id} (groups.c) -------------------------------------- */
 
 struct group_put {
 	const char *workflow;       /* borrowed from the body */
 	int priority;               /* -1: the workflow's */
 	int max_attempts;           /* -1: the workflow's */
-	unsigned char manifest[32]; /* SHA-256 over the ordered (key, input, headers) list */
+	unsigned char manifest[32]; /* SHA-256 over the ordered (key, input, headers,
+				     * concurrency_key when set) list */
 	char *members_text;         /* malloc'd JSON array of members for db_group_submit:
-				     * {key, run_id, input, input_hash, headers} */
+				     * {key, run_id, input, input_hash, headers,
+				     * concurrency_key (only when set)} */
 };
 
 /* Validates group body `body` for group `group_id` (already checked with

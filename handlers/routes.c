@@ -16,6 +16,8 @@ const struct http_route routes[] = {
 	{"GET", "/v1/workflows/{}", handle_workflow_get, HTTP_AUTH_API},
 	{"DELETE", "/v1/workflows/{}", handle_workflow_delete, HTTP_AUTH_API},
 	{"POST", "/v1/workflows/{}/secret", handle_workflow_rotate, HTTP_AUTH_API},
+	{"POST", "/v1/workflows/{}/pause", handle_workflow_pause, HTTP_AUTH_API},
+	{"POST", "/v1/workflows/{}/resume", handle_workflow_resume, HTTP_AUTH_API},
 	{"POST", "/v1/runs", handle_run_submit, HTTP_AUTH_API},
 	{"GET", "/v1/runs", handle_run_list, HTTP_AUTH_API},
 	{"GET", "/v1/runs/{}", handle_run_get, HTTP_AUTH_API},

@@ -17,9 +17,9 @@
 
 #define MAX_WAIT_MS 300000
 
-static const char *const submit_keys[] = {"workflow",     "run_id",       "input",    "headers",
-					  "priority",     "max_attempts", "delay_ms", "run_at",
-					  "callback_url", "kv",           NULL};
+static const char *const submit_keys[] = {
+	"workflow", "run_id", "input",        "headers", "priority",        "max_attempts",
+	"delay_ms", "run_at", "callback_url", "kv",      "concurrency_key", NULL};
 
 static const char *const statuses[] = {"pending", "scheduled",  "waiting",
 				       "running", "cancelling", "succeeded",
@@ -95,6 +95,8 @@ enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egre
 	if (hc_str(body, "callback_url", HC_MAX_URL, &s.callback_url, e))
 		goto out;
 	if (s.callback_url != NULL && hc_check_url(egress, "callback_url", s.callback_url, e))
+		goto out;
+	if (hc_concurrency_key(body, "concurrency_key", &s.concurrency_key, e))
 		goto out;
 	if (effects_parse(json_object_get(body, "kv"), "kv", &fx, e))
 		goto out;
@@ -294,6 +296,7 @@ void handle_run_list(struct http_req *r)
 	struct run_filter f = {
 		.workflow = http_req_query(r, "workflow"),
 		.group_id = http_req_query(r, "group_id"),
+		.concurrency_key = http_req_query(r, "concurrency_key"),
 		.created_after = http_req_query(r, "created_after"),
 		.created_before = http_req_query(r, "created_before"),
 	};
@@ -304,6 +307,13 @@ void handle_run_list(struct http_req *r)
 	    ids_check_workflow_name("workflow", f.workflow, strlen(f.workflow), &e))
 		goto out;
 	if (f.group_id != NULL && ids_check_run_id("group_id", f.group_id, strlen(f.group_id), &e))
+		goto out;
+	/* An empty ?concurrency_key= is no filter (what a form sends). */
+	if (f.concurrency_key != NULL && *f.concurrency_key == '\0')
+		f.concurrency_key = NULL;
+	if (f.concurrency_key != NULL &&
+	    ids_check_concurrency_key("concurrency_key", f.concurrency_key,
+				      strlen(f.concurrency_key), &e))
 		goto out;
 	if (f.created_after != NULL && !timefmt_parse_rfc3339(f.created_after, &ms)) {
 		err_set(&e, ERR_INVALID, "created_after: must be an RFC 3339 timestamp");

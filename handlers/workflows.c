@@ -1,5 +1,6 @@
-/* handlers/workflows: PUT, GET, DELETE /v1/workflows/{name}, GET /v1/workflows
- * and POST /v1/workflows/{name}/secret (rotation of the signing secret). */
+/* handlers/workflows: PUT, GET, DELETE /v1/workflows/{name}, GET /v1/workflows,
+ * POST /v1/workflows/{name}/secret (rotation of the signing secret) and POST
+ * /v1/workflows/{name}/pause and /resume. */
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static const char *const workflow_keys[] = {"url",
 					    "priority",
 					    "retry_backoff",
 					    "max_concurrency",
+					    "key_concurrency",
 					    "secret",
 					    "step_output_replay",
 					    "name",
@@ -58,6 +60,9 @@ enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *e
 	if (hc_int(body, "max_concurrency", 0, 1000000, 0, &n, e))
 		return e->code;
 	w->max_concurrency = (int)n;
+	if (hc_int(body, "key_concurrency", 0, 1000000, 0, &n, e))
+		return e->code;
+	w->key_concurrency = (int)n;
 	w->backoff_base_ms = 1000;
 	w->backoff_max_ms = 300000;
 	json_t *rb = json_object_get(body, "retry_backoff");
@@ -163,6 +168,48 @@ out:
 	json_decref(out);
 	json_decref(body);
 	OPENSSL_cleanse(generated, sizeof generated);
+}
+
+enum err_code workflows_parse_pause(const json_t *body, struct err *e)
+{
+	static const char *const pause_keys[] = {NULL};
+	if (body == NULL)
+		return ERR_OK;
+	return hc_only_keys(body, pause_keys, e);
+}
+
+/* POST /v1/workflows/{name}/pause and /resume. */
+static void pause_or_resume(struct http_req *r, bool paused)
+{
+	struct err e = {0};
+	json_t *body = NULL, *out = NULL;
+	struct db_conn *c = NULL;
+	const char *name = http_req_param(r, 0);
+	if (ids_check_workflow_name("name", name, strlen(name), &e))
+		goto out;
+	if (http_req_has_body(r) && http_req_json(r, &body, &e))
+		goto out;
+	if (workflows_parse_pause(body, &e) || hc_db(r, &c, &e) ||
+	    db_workflow_pause(c, name, paused, &out, &e))
+		goto out;
+	http_reply_json(r, 200, out);
+	out = NULL;
+out:
+	hc_db_release(r, c);
+	if (e.code)
+		http_reply_error(r, &e);
+	json_decref(out);
+	json_decref(body);
+}
+
+void handle_workflow_pause(struct http_req *r)
+{
+	pause_or_resume(r, true);
+}
+
+void handle_workflow_resume(struct http_req *r)
+{
+	pause_or_resume(r, false);
 }
 
 void handle_workflow_get(struct http_req *r)

@@ -206,6 +206,11 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	strbuf_puts(&b, j->payload ? j->payload : "null");
 	strbuf_puts(&b, ",\"headers\":");
 	strbuf_puts(&b, j->headers ? j->headers : "{}");
+	strbuf_puts(&b, ",\"concurrency_key\":");
+	if (j->concurrency_key != NULL)
+		strbuf_json_string(&b, j->concurrency_key);
+	else
+		strbuf_puts(&b, "null");
 	if (j->signal != NULL) {
 		strbuf_puts(&b, ",\"signal\":");
 		strbuf_puts(&b, j->signal);

@@ -1,6 +1,7 @@
 -- The JSON shapes the API and the callbacks show: a run (GET /v1/runs/{id},
 -- openapi.yaml's Run), a workflow (openapi.yaml's Workflow; never a secret,
--- only whether it signs and until when a rotated-out secret still does)
+-- only whether it signs and until when a rotated-out secret still does;
+-- its flow-control settings and whether it is paused)
 -- and a terminal callback's body (docs/webhook-protocol.md, "Terminal
 -- callbacks").
 
@@ -45,6 +46,7 @@ BEGIN
 		|| ', "updated_at": "' || hf_ts(r.updated_at) || '"'
 		|| ', "finished_at": ' || coalesce('"' || hf_ts(r.finished_at) || '"', 'null')
 		|| ', "max_attempts": ' || r.max_attempts::text
+		|| ', "concurrency_key": ' || coalesce(to_json(r.concurrency_key)::text, 'null')
 		|| ', "next_attempt_at": ' || CASE WHEN r.status IN ('pending', 'scheduled', 'waiting')
 			THEN coalesce('"' || hf_ts(r.next_at) || '"', 'null') ELSE 'null' END
 		|| ', "cancel_requested": ' || r.cancel_requested::text
@@ -71,7 +73,8 @@ LANGUAGE sql STABLE AS $$
 		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,
 		'final_step', r.final_step, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
-				'id', r.group_id, 'key', r.group_key) END)
+				'id', r.group_id, 'key', r.group_key) END,
+		'concurrency_key', r.concurrency_key)
 $$;
 
 CREATE FUNCTION hf_workflow_json(w workflow) RETURNS jsonb
@@ -82,7 +85,8 @@ LANGUAGE sql STABLE AS $$
 		'priority', w.priority,
 		'retry_backoff', jsonb_build_object('base_ms', w.backoff_base_ms,
 						    'max_ms', w.backoff_max_ms),
-		'max_concurrency', w.max_concurrency, 'signed', w.secret IS NOT NULL,
+		'max_concurrency', w.max_concurrency, 'key_concurrency', w.key_concurrency,
+		'paused', w.paused, 'signed', w.secret IS NOT NULL,
 		'previous_secret_valid_until',
 			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()
 			THEN hf_ts(w.secret_previous_until) END,
@@ -99,5 +103,6 @@ LANGUAGE sql STABLE AS $$
 		'headers', r.headers, 'final_step', r.final_step,
 		'generation', r.generation, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
-			'id', r.group_id, 'key', r.group_key) END)
+			'id', r.group_id, 'key', r.group_key) END,
+		'concurrency_key', r.concurrency_key)
 $$;

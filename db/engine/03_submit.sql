@@ -16,11 +16,13 @@
 -- Submits one run. Returns 'created', 'duplicate', 'input_mismatch' or
 -- 'workflow_not_found'. Defaults (priority, max_attempts) come from the
 -- workflow when NULL. The run row, its step-0 job and the kv effects commit
--- together; a duplicate applies nothing.
+-- together; a duplicate applies nothing: only the input is compared, so a
+-- duplicate with other settings (headers, priority, concurrency_key, ...)
+-- answers the run as it was first submitted (README, "Flow control").
 CREATE FUNCTION hf_submit(p_run_id text, p_workflow text, p_input jsonb, p_input_hash bytea,
 			  p_headers jsonb, p_priority integer, p_max_attempts integer,
 			  p_due timestamptz, p_callback_url text, p_kv jsonb,
-			  p_group_id text, p_group_key text)
+			  p_group_id text, p_group_key text, p_concurrency_key text)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -36,11 +38,13 @@ BEGIN
 	END IF;
 	st := hf_queue_state(due);
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
-			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key)
+			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key,
+			 concurrency_key)
 	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
-		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key)
+		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key,
+		p_concurrency_key)
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id INTO inserted;
 	IF inserted IS NULL THEN
@@ -59,7 +63,8 @@ $$;
 -- Submits a batch of runs in one transaction, in order (a run id submitted
 -- twice in one batch is a duplicate the second time). p_items is a JSON array
 -- of {"run_id", "workflow", "input", "input_hash" (hex), "headers",
--- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv"};
+-- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv",
+-- "concurrency_key"};
 -- absent keys are NULL. Returns, per item in order, hf_submit's outcome, the
 -- run's JSON when it was created or is a duplicate, and the item's run id and
 -- workflow (for messages).
@@ -77,7 +82,7 @@ BEGIN
 			(it->>'priority')::integer, (it->>'max_attempts')::integer,
 			CASE WHEN it ? 'delay_ms' THEN hf_due((it->>'delay_ms')::bigint)
 			     ELSE (it->>'run_at')::timestamptz END,
-			it->>'callback_url', it->'kv', NULL, NULL);
+			it->>'callback_url', it->'kv', NULL, NULL, it->>'concurrency_key');
 		run_json := NULL;
 		IF outcome IN ('created', 'duplicate') THEN
 			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;

@@ -2,10 +2,12 @@
 -- run ids are the hex SHA-256 of "<group_id>/<key>".
 
 -- Submits a group. p_members: [{"key", "run_id", "input", "input_hash" (hex),
--- "headers"}] in order. Returns (outcome, submitted): outcome 'created',
--- 'resubmitted', 'group_mismatch' or 'workflow_not_found'; submitted counts
--- the members started now (new runs, and terminated members that did not
--- succeed, which start a new generation).
+-- "headers", "concurrency_key" (absent: none)}] in order. Returns (outcome,
+-- submitted): outcome 'created', 'resubmitted', 'group_mismatch' or
+-- 'workflow_not_found'; submitted counts the members started now (new runs,
+-- and terminated members that did not succeed, which start a new
+-- generation). A member's concurrency key is part of the manifest, so a
+-- member that runs again keeps the key it was recorded with.
 CREATE FUNCTION hf_group_submit(p_group_id text, p_workflow text, p_manifest bytea,
 				p_members jsonb, p_priority integer, p_max_attempts integer)
 RETURNS TABLE (outcome text, submitted integer)
@@ -45,11 +47,11 @@ BEGIN
 
 	-- New member runs, in one statement.
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
-			 priority, max_attempts, seq, next_at, group_id, group_key)
+			 priority, max_attempts, seq, next_at, group_id, group_key, concurrency_key)
 	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
 		decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
 		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
-		nextval('hf_seq'), now(), p_group_id, x.m->>'key'
+		nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key'
 	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
 	ORDER BY x.ord
 	ON CONFLICT (run_id) DO NOTHING;

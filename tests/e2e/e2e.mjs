@@ -140,6 +140,7 @@ const GROUP = 'e2e-batch';
 const OK_RUNS = Array.from({ length: 9 }, (_, i) => `ok-${String(i + 1).padStart(2, '0')}`);
 const WAIT_KEY = 'approval:wait-1/manager';
 const BUFFERED_KEY = 'e2e buffered/key é?#%';
+const FLOW_KEY = 'customer 7/é&?';
 const groupRunId = (key) => createHash('sha256').update(`${GROUP}/${key}`).digest('hex');
 const GROUP_RUNS = [groupRunId('a'), groupRunId('b')];
 
@@ -171,7 +172,7 @@ async function setup() {
 	await submit('wait-1', 'wait', { input: { key: WAIT_KEY } });
 	await submit('hang-1', 'hang');
 	await submit('cb-broken', 'ok', { callback_url: `${hook.url}/callbacks/broken` });
-	await submit('other-1', 'ok', { workflow: WF_OTHER });
+	await submit('other-1', 'ok', { workflow: WF_OTHER, concurrency_key: FLOW_KEY });
 	await submit('big-1', 'big');
 	await apiOk('PUT', `/v1/groups/${GROUP}`, {
 		workflow: WF,
@@ -374,6 +375,25 @@ try {
 		assert(await page.isHidden('#banner'), 'the error banner stayed');
 	});
 
+	await check('shows a run\'s concurrency key, in the list and the run, and filters by it', async () => {
+		await page.fill('#f-key', FLOW_KEY);
+		await page.click('#run-filters button[type=submit]');
+		await until('the runs of the key', async () => eqSet(await tableRunIds('runs-table'), ['other-1']));
+		const api = (await apiOk('GET', `/v1/runs?concurrency_key=${encodeURIComponent(FLOW_KEY)}`)).runs;
+		assert(eqSet(api.map((r) => r.run_id), ['other-1']), `the API lists ${api.map((r) => r.run_id)}`);
+		assert((await text('#runs-table tr[data-run-id="other-1"] td[data-col=key]')) === FLOW_KEY,
+			'the key is not shown in the list');
+		await page.click('#runs-table tr[data-run-id="other-1"] a');
+		await until('run other-1', async () => (await text('#run-id')) === 'other-1');
+		assert((await text('#run-fields dd[data-field="Concurrency key"]')) === FLOW_KEY, 'the key is not shown on the run');
+		await openRun('ok-01');
+		assert((await page.$$('#run-fields dd[data-field="Concurrency key"]')).length === 0,
+			'a run without a key shows one');
+		await gotoHash('#/runs');
+		await page.click('#f-reset');
+		await until('the unfiltered list', async () => (await tableRunIds('runs-table')).length === allRuns.length);
+	});
+
 	await check('opens a failed run: details and step history with HTTP status and error', async () => {
 		await page.selectOption('#f-status', 'failed');
 		await page.click('#run-filters button[type=submit]');
@@ -552,6 +572,33 @@ try {
 		assert(!(await deadLetters('&kind=callback')).some((d) => d.id === id), 'the API still lists it');
 	});
 
+	await check('workflows: state and settings shown; Pause and Resume change it', async () => {
+		await page.click('header nav a[data-nav=workflows]');
+		await page.locator('#workflows-view').waitFor({ state: 'visible' });
+		const rowOf = (name) => `#workflows-table tr[data-workflow="${name}"]`;
+		const state = (name) => page.getAttribute(`${rowOf(name)} [data-col=state] .badge`, 'data-status').catch(() => null);
+		await until('both workflows listed, active', async () =>
+			(await state(WF)) === 'active' && (await state(WF_OTHER)) === 'active');
+		const listed = await page.$$eval('#workflows-table tbody tr', (t) => t.map((x) => x.getAttribute('data-workflow')));
+		const api = (await apiOk('GET', '/v1/workflows?limit=1000')).workflows;
+		assert(JSON.stringify(listed) === JSON.stringify(api.map((w) => w.name)), `listed ${listed}`);
+		assert((await text(`${rowOf(WF)} [data-col=key_concurrency]`)) === String(api[0].key_concurrency), 'key_concurrency not shown');
+		assert(await page.isDisabled(`${rowOf(WF_OTHER)} button[data-action=resume]`), 'resume enabled on an active workflow');
+		await page.click(`${rowOf(WF_OTHER)} button[data-action=pause]`);
+		await until('the paused notice', async () => /paused/.test(await noticeText()));
+		await until(`${WF_OTHER} shown paused`, async () => (await state(WF_OTHER)) === 'paused');
+		assert((await apiOk('GET', `/v1/workflows/${WF_OTHER}`)).paused === true, 'the API does not say paused');
+		assert((await apiOk('GET', `/v1/workflows/${WF}`)).paused === false, 'the other workflow was paused too');
+		assert(await page.isDisabled(`${rowOf(WF_OTHER)} button[data-action=pause]`), 'pause enabled on a paused workflow');
+		await shot('workflows.png');
+		await page.click('#workflows-refresh');
+		await until(`${WF_OTHER} still paused after a refresh`, async () => (await state(WF_OTHER)) === 'paused');
+		await page.click(`${rowOf(WF_OTHER)} button[data-action=resume]`);
+		await until('the resumed notice', async () => /resumed/.test(await noticeText()));
+		await until(`${WF_OTHER} shown active`, async () => (await state(WF_OTHER)) === 'active');
+		assert((await apiOk('GET', `/v1/workflows/${WF_OTHER}`)).paused === false, 'the API still says paused');
+	});
+
 	await check('shows API errors from the error body (unknown run)', async () => {
 		await gotoHash('#/runs/' + encodeURIComponent('no-such-run'));
 		await page.locator('#banner').waitFor({ state: 'visible' });
@@ -601,9 +648,16 @@ try {
 			(await page.$$eval('#dead-table tbody tr', (t) => t.length)) === dead.length);
 		const enabled = await page.$$eval('#dead-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
 		assert(enabled === 0, `${enabled} dead-letter buttons enabled for a read token`);
+		await gotoHash('#/workflows');
+		await until('the workflows listed for the read token', async () =>
+			(await page.$$('#workflows-table tbody tr')).length === 2);
+		const wfEnabled = await page.$$eval('#workflows-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
+		assert(wfEnabled === 0, `${wfEnabled} pause/resume buttons enabled for a read token`);
 		// and the API itself refuses the read token's writes
 		const r = await api('POST', '/v1/runs/hang-1/cancel', undefined, readToken);
 		assert(r.status === 403 && r.data.error.code === 'forbidden', `a read token's cancel answered ${r.status}`);
+		const p = await api('POST', `/v1/workflows/${WF}/pause`, undefined, readToken);
+		assert(p.status === 403 && p.data.error.code === 'forbidden', `a read token's pause answered ${p.status}`);
 		const who = await api('GET', '/v1/whoami', undefined, readToken);
 		assert(who.status === 200 && who.data.scope === 'read', `whoami: ${who.text}`);
 		// back to the admin token: the note goes, the actions come back

@@ -28,6 +28,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(rid != NULL && strlen(rid) == 64 &&
 				   ids_check_run_id("r", rid, 64, NULL) == ERR_OK);
 			FUZZ_CHECK(json_is_object(json_object_get(m, "headers")));
+			json_t *ck = json_object_get(m, "concurrency_key");
+			FUZZ_CHECK(ck == NULL || (json_is_string(ck) &&
+						  ids_check_concurrency_key(
+							  "k", json_string_value(ck),
+							  json_string_length(ck), NULL) == ERR_OK));
 		}
 		json_decref(members);
 	}

@@ -1,5 +1,6 @@
 /* fuzz_ids: identifiers from paths and bodies: run and group ids, workflow
- * names, correlation and KV keys (ids_check_*), UTF-8 validation against a
+ * names, correlation and KV keys, concurrency keys (ids_check_*), UTF-8
+ * validation against a
  * reference decoder, and ids_quote, which shows them in error messages. */
 #include "tests/fuzz/fuzz.h"
 
@@ -49,6 +50,24 @@ static bool charset(const uint8_t *s, size_t n, const char *extra)
 	return true;
 }
 
+/* Whether valid UTF-8 `s` holds a control character (U+0000..U+001F,
+ * U+007F..U+009F): the slow way, decoding each code point. */
+static bool has_control(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t c = s[i];
+		size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+		uint32_t cp = len == 1 ? c : (uint32_t)(c & (0x7F >> len));
+		for (size_t k = 1; k < len && i + k < n; k++)
+			cp = (cp << 6) | (s[i + k] & 0x3F);
+		if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+			return true;
+		i += len;
+	}
+	return false;
+}
+
 static void check(enum err_code rc, const struct err *e, bool want_ok)
 {
 	if (want_ok)
@@ -77,6 +96,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err_clear(&e);
 	check(ids_check_key("correlation_key", s, size, &e), &e,
 	      size >= 1 && size <= IDS_MAX_KEY && memchr(data, 0, size) == NULL && utf8);
+	err_clear(&e);
+	check(ids_check_concurrency_key("concurrency_key", s, size, &e), &e,
+	      size >= 1 && size <= IDS_MAX_CONCURRENCY_KEY && utf8 && !has_control(data, size));
 
 	/* Quoted for a message: fits, stays valid UTF-8, keeps its quotes. */
 	const size_t caps[] = {8, 9, 12, 72, 80, 300};

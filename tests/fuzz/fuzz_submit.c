@@ -44,6 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(s.run_at == NULL ||
 			   (s.delay_ms == -1 && timefmt_parse_rfc3339(s.run_at, &ms)));
 		FUZZ_CHECK(s.group_id == NULL && s.group_key == NULL);
+		FUZZ_CHECK(s.concurrency_key == NULL ||
+			   ids_check_concurrency_key("k", s.concurrency_key,
+						     strlen(s.concurrency_key), NULL) == ERR_OK);
 		/* The submitter's batch item: one JSON object carrying the run. */
 		char *item = db_run_submit_item(&s);
 		FUZZ_CHECK(item != NULL);
@@ -55,6 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(strlen(json_string_value(json_object_get(it, "input_hash"))) == 64);
 		FUZZ_CHECK(json_object_get(it, "input") != NULL);
 		FUZZ_CHECK((json_object_get(it, "delay_ms") != NULL) == (s.delay_ms >= 0));
+		FUZZ_CHECK((json_object_get(it, "concurrency_key") != NULL) ==
+			   (s.concurrency_key != NULL));
 		json_decref(it);
 		free(item);
 	}

@@ -1,6 +1,7 @@
 /* fuzz_workflow: PUT /v1/workflows/{name} bodies through workflows_parse_body,
  * and the same input as a POST /v1/workflows/{name}/secret body through
- * workflows_parse_rotate. */
+ * workflows_parse_rotate and as a pause or resume body through
+ * workflows_parse_pause. */
 #include "tests/fuzz/fuzz.h"
 
 #include "base/sig.h"
@@ -36,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(w.max_attempts >= 1 && w.max_attempts <= 1000);
 		FUZZ_CHECK(w.priority >= 0);
 		FUZZ_CHECK(w.max_concurrency >= 0 && w.max_concurrency <= 1000000);
+		FUZZ_CHECK(w.key_concurrency >= 0 && w.key_concurrency <= 1000000);
 		FUZZ_CHECK(w.backoff_base_ms >= 0 && w.backoff_base_ms <= w.backoff_max_ms &&
 			   w.backoff_max_ms <= 86400000);
 		FUZZ_CHECK(w.secret == NULL ||
@@ -54,6 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(rot.secret == NULL ||
 			   sig_check_secret("secret", rot.secret, NULL) == ERR_OK);
 	}
+	/* A pause or resume body: only the empty object. */
+	struct err pe = {0};
+	rc = workflows_parse_pause(body, &pe);
+	if (rc != ERR_OK)
+		fuzz_check_err(rc, &pe);
+	else
+		FUZZ_CHECK(json_object_size(body) == 0);
 	json_decref(body);
 	return 0;
 }

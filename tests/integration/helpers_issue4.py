@@ -79,20 +79,27 @@ def table_counts(sql, tables=STATE_TABLES):
     return {t: int(sql("SELECT count(*) FROM %s" % t)[0][0]) for t in tables}
 
 
-def dead_letter_list(api, **params):
-    """Every dead letter matching `params` (workflow, kind), walking the cursor."""
-    out = []
+def list_pages(api, path, key, **params):
+    """The pages of list `path` (items under `key`) for query `params`,
+    walking next_cursor to the end: a list of lists of items."""
+    pages = []
     cursor = None
     while True:
         p = dict(params)
         if cursor:
             p["cursor"] = cursor
-        r = api.get("/v1/dead-letters", params=p)
+        r = api.get(path, params=p)
         assert r.status == 200, r
-        out.extend(r.body["dead_letters"])
+        pages.append(r.body[key])
         cursor = r.body.get("next_cursor")
         if not cursor:
-            return out
+            return pages
+        assert len(pages) < 10000, "%s: paging does not end" % path
+
+
+def dead_letter_list(api, **params):
+    """Every dead letter matching `params` (workflow, kind), walking the cursor."""
+    return [d for page in list_pages(api, "/v1/dead-letters", "dead_letters", **params) for d in page]
 
 
 def is_terminal(run):

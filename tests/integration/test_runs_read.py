@@ -8,7 +8,7 @@ import time
 
 from harness import TS_RE, Hang, Reply, StepScript, assert_error, cont, fail, succeed
 from helpers_issue3 import wait_signal
-from helpers_issue4 import put_group, wait_group_terminal
+from helpers_issue4 import member_run_id, put_group, wait_group_terminal
 
 PARKED = 600000
 
@@ -171,7 +171,8 @@ def test_listed_runs_are_the_text_of_their_jsonb_in_every_state(api, webhook, sq
     """GET /v1/runs passes hf_run_text through (db/engine/02_json.sql): it must
     be, byte for byte, hf_run_json's rendering as jsonb (what the byte cap
     counted before), for runs in each state a run rests in (cancelling only
-    lasts while a call is aborted) and with strings to escape; and
+    lasts while a call is aborted), with and without a concurrency key, and
+    with strings to escape; and
     each listed run must equal what GET /v1/runs/{id} shows."""
     odd = 'quote " backslash \\ newline \n tab \t control \x01 unicode \u00e9\u2028\U0001f600'
     release = threading.Event()
@@ -192,14 +193,17 @@ def test_listed_runs_are_the_text_of_their_jsonb_in_every_state(api, webhook, sq
     api.put_workflow("free", webhook.url())
     api.submit("wf", run_id="hold-1", input={"k": odd})
     webhook.wait_requests(1, run_id="hold-1")
-    api.submit("wf", run_id="hold-pending", input=None, headers={"x-odd": 'q " b \\ \u00e9'})
-    api.submit("free", run_id="parked", input=odd, delay_ms=PARKED, priority=7)
+    api.submit("wf", run_id="hold-pending", input=None, headers={"x-odd": 'q " b \\ \u00e9'},
+               concurrency_key='key " \\ \u00e9\u2028\U0001f600')
+    api.submit("free", run_id="parked", input=odd, delay_ms=PARKED, priority=7,
+               concurrency_key="k")
     api.submit("free", run_id="waits", input=[])
     api.submit("free", run_id="stopped", delay_ms=PARKED)
     assert api.post("/v1/runs/stopped/cancel").status == 200
     for rid in ("fails", "cancels", "done"):
         api.submit("free", run_id=rid, input=-2.5)
-    assert put_group(api, "g-1", "free", [{"key": "m" + odd, "input": {"a": None}}]).status == 201
+    assert put_group(api, "g-1", "free", [{"key": "m" + odd, "input": {"a": None},
+                                           "concurrency_key": "g"}]).status == 201
     wait_group_terminal(api, "g-1")
     api.wait_status("waits", "waiting")
     for rid in ("fails", "cancels", "done"):
@@ -220,6 +224,9 @@ def test_listed_runs_are_the_text_of_their_jsonb_in_every_state(api, webhook, sq
     for item in r.body["runs"]:
         assert item == api.run(item["run_id"]), item["run_id"]
     assert [x["group"] for x in r.body["runs"] if x["group"]] == [{"id": "g-1", "key": "m" + odd}]
+    assert {x["run_id"]: x["concurrency_key"] for x in r.body["runs"] if x["concurrency_key"]} == {
+        "hold-pending": 'key " \\ \u00e9\u2028\U0001f600', "parked": "k",
+        member_run_id("g-1", "m" + odd): "g"}
 
     release.set()
     assert api.wait_terminal("hold-1")["result"] == odd

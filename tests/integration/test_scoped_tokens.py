@@ -31,6 +31,8 @@ def test_a_read_token_reads_and_every_write_is_refused(service, api, sql):
     assert reader.get("/v1/runs/r1").body["input"] == {"a": 1}
     writes = [("PUT", "/v1/workflows/wf2", {"url": "http://127.0.0.1:9/x"}),
               ("DELETE", "/v1/workflows/wf", None),
+              ("POST", "/v1/workflows/wf/pause", None),
+              ("POST", "/v1/workflows/wf/resume", {}),
               ("POST", "/v1/runs", {"workflow": "wf", "run_id": "r2"}),
               ("POST", "/v1/runs/r1/cancel", None),
               ("POST", "/v1/runs/r1/rerun", {}),
@@ -57,6 +59,7 @@ def test_a_read_token_reads_and_every_write_is_refused(service, api, sql):
     after = {t: sql("SELECT count(*) FROM %s" % t)[0][0] for t in ("workflow", "run", "kv", "memo", "signal_buffer")}
     assert after == before
     assert api.run("r1")["status"] == "scheduled"
+    assert api.get("/v1/workflows/wf").body["paused"] is False
     assert api.get("/v1/kv/app%2Fk").body["value"] == 1
     assert api.get("/v1/runs/r1/memo/m").body["value"] == 2
 

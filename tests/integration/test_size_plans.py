@@ -38,6 +38,7 @@ SCAN_BOUND = KEPT_RUNS // 20
 REPEAT = 8                 # each read more than 5 times: the plan cache may
                            # switch a prepared statement to a generic plan
 PAGES = 15                 # pages of each list, following next_cursor
+KEYS = 20                  # concurrency keys of the kept runs (half have one)
 
 
 def _migrate(hookflow_bin, db):
@@ -55,6 +56,15 @@ def _keep_runs(db, runs, steps):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout
     db.sql("VACUUM ANALYZE")
+
+
+def _key_kept_runs(db):
+    """Half the kept runs get a flow-control key, one of KEYS ("cust-<n>",
+    so a key has KEPT_RUNS / 2 / KEYS runs, spread over the 30 days and the
+    workflows); the other half have none, as runs submitted without one."""
+    db.sql("UPDATE run SET concurrency_key = 'cust-' || (substr(run_id, 6)::integer / 2 %% %d)"
+           " WHERE run_id LIKE 'kept-%%' AND substr(run_id, 6)::integer %% 2 = 0" % KEYS)
+    db.sql("VACUUM ANALYZE run")
 
 
 def _explain_every_statement(db):
@@ -154,7 +164,8 @@ def _traffic(api, webhook):
                      retry_backoff={"base_ms": 50, "max_ms": 100}, max_attempts=3)
     ids = {}
     for n, kind in enumerate(("plain", "plain", "plain", "delay", "retry", "wait", "timeout", "fail")):
-        rid = api.submit("live", run_id="live-%s-%d" % (kind, n))["run_id"]
+        key = {"concurrency_key": "live-key"} if n % 2 == 0 else {}
+        rid = api.submit("live", run_id="live-%s-%d" % (kind, n), **key)["run_id"]
         ids.setdefault(kind, []).append(rid)
     waiting = ids["wait"][0]
     api.wait_status(waiting, "waiting", timeout=20)
@@ -182,6 +193,7 @@ def _reads(api):
     """The API's reads of runs, each REPEAT times."""
     kept_id = "kept-%07d" % (KEPT_RUNS // 2)
     window = _get(api, "/v1/runs/" + kept_id)["created_at"]
+    key_wf = _get(api, "/v1/runs?limit=1&concurrency_key=cust-3")["runs"][0]["workflow"]
     lists = [
         "/v1/runs?limit=100",
         "/v1/runs?limit=100&workflow=kept1",
@@ -194,6 +206,10 @@ def _reads(api):
         "/v1/runs?limit=100&workflow=live",
         "/v1/runs?limit=100&workflow=live&status=running",
         "/v1/runs?limit=100&group_id=kept-g10",
+        "/v1/runs?limit=100&concurrency_key=cust-3",
+        "/v1/runs?limit=100&concurrency_key=cust-3&workflow=" + key_wf,
+        "/v1/runs?limit=100&concurrency_key=cust-3&status=succeeded",
+        "/v1/runs?limit=100&concurrency_key=live-key",
         "/v1/runs?limit=100&created_before=" + urllib.parse.quote(window),
         "/v1/runs?limit=100&created_after=" + urllib.parse.quote(window),
     ]
@@ -224,6 +240,7 @@ def test_with_many_runs_kept_every_statement_hookflow_sends_reads_through_an_ind
         hookflow_bin, db, pg, services, webhook):
     _migrate(hookflow_bin, db)
     _keep_runs(db, KEPT_RUNS, STEPS)
+    _key_kept_runs(db)
     assert db.scalar("SELECT count(*) FROM step_attempt") == str(KEPT_RUNS * STEPS + KEPT_RUNS * 2 // 100)
     _explain_every_statement(db)
     offset = os.path.getsize(pg.log_path)

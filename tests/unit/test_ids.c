@@ -193,6 +193,59 @@ static void test_key_rejects_nul(void **state)
 	expect_invalid(ids_check_key("key", "a\0b", 3, &e), &e, "key: must not contain NUL");
 }
 
+/* ---- concurrency keys ---- */
+
+static void test_concurrency_key_accepts_utf8_up_to_256_bytes(void **state)
+{
+	static const char *ok[] = {"customer-42",      "caf\xc3\xa9 / \xe6\x97\xa5",
+				   "\xf0\x9f\x98\x80", " ",
+				   "\xc2\xa0nbsp",     "k"};
+	char *max = repeat('k', 256);
+	struct err e = {0};
+	(void)state;
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		assert_int_equal(
+			ids_check_concurrency_key("concurrency_key", ok[i], strlen(ok[i]), &e),
+			ERR_OK);
+	assert_int_equal(ids_check_concurrency_key("concurrency_key", max, 256, &e), ERR_OK);
+	free(max);
+}
+
+static void test_concurrency_key_rejects_empty_long_and_invalid(void **state)
+{
+	char *over = repeat('k', 257);
+	struct err e = {0};
+	(void)state;
+	expect_invalid(ids_check_concurrency_key("concurrency_key", "", 0, &e), &e,
+		       "concurrency_key: must not be empty");
+	err_clear(&e);
+	expect_invalid(ids_check_concurrency_key("concurrency_key", over, 257, &e), &e,
+		       "concurrency_key: exceeds maximum length of 256 bytes");
+	err_clear(&e);
+	expect_invalid(ids_check_concurrency_key("members[2].concurrency_key",
+						 "a\xff"
+						 "b",
+						 3, &e),
+		       &e, "members[2].concurrency_key: must be valid UTF-8");
+	free(over);
+}
+
+static void test_concurrency_key_rejects_control_characters(void **state)
+{
+	static const struct {
+		const char *s;
+		size_t len;
+	} bad[] = {{"a\0b", 3},    {"tab\there", 8},   {"new\nline", 8},  {"\x01", 1},
+		   {"del\x7f", 4}, {"c1 \xc2\x80", 5}, {"c1 \xc2\x9f", 5}};
+	(void)state;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct err e = {0};
+		expect_invalid(
+			ids_check_concurrency_key("concurrency_key", bad[i].s, bad[i].len, &e), &e,
+			"concurrency_key: must not contain control characters");
+	}
+}
+
 /* ---- UTF-8 ---- */
 
 static void test_utf8_validation_table(void **state)
@@ -399,6 +452,9 @@ int main(void)
 		cmocka_unit_test(test_key_length_limits),
 		cmocka_unit_test(test_key_rejects_invalid_utf8),
 		cmocka_unit_test(test_key_rejects_nul),
+		cmocka_unit_test(test_concurrency_key_accepts_utf8_up_to_256_bytes),
+		cmocka_unit_test(test_concurrency_key_rejects_empty_long_and_invalid),
+		cmocka_unit_test(test_concurrency_key_rejects_control_characters),
 		cmocka_unit_test(test_utf8_validation_table),
 		cmocka_unit_test(test_ulid_is_26_crockford_chars),
 		cmocka_unit_test(test_ulid_encodes_current_time),

@@ -275,6 +275,43 @@ test("workflows: the signing secret rotates, is shown once, and PUT without it k
   status(await api.DELETE("/v1/workflows/{name}", { params: { path: { name } } }), 204);
 });
 
+test("workflows: key_concurrency, pause and resume (idempotent), PUT leaves paused alone", async () => {
+  const name = "ct-pause";
+  const created = status(
+    await api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), secret: hook.secret, key_concurrency: 2 } }),
+    201,
+  ).data!;
+  assert.equal(created.key_concurrency, 2);
+  assert.equal(created.paused, false, "a new workflow is not paused");
+  const pause = (n = name, body?: Record<string, never>) => api.POST("/v1/workflows/{name}/pause", { params: { path: { name: n } }, body });
+  const resume = (n = name, body?: Record<string, never>) => api.POST("/v1/workflows/{name}/resume", { params: { path: { name: n } }, body });
+
+  const paused = status(await pause(), 200).data!;
+  assert.deepEqual(paused, { ...created, paused: true }, "pause changes nothing else");
+  assert.deepEqual(status(await pause(name, {}), 200).data, paused, "pausing again changes nothing");
+  const put = status(await api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), key_concurrency: 3 } }), 200).data!;
+  assert.equal(put.paused, true, "a PUT leaves paused alone");
+  assert.equal(put.key_concurrency, 3);
+  const resumed = status(await resume(), 200).data!;
+  assert.equal(resumed.paused, false);
+  assert.deepEqual(status(await resume(name, {}), 200).data, resumed, "resuming again changes nothing");
+  assert.equal(status(await api.GET("/v1/workflows/{name}", { params: { path: { name } } }), 200).data!.paused, false);
+
+  assert.match(error(await pause("ct-nope"), 404, "not_found"), /ct-nope/);
+  assert.match(error(await resume("ct-nope"), 404, "not_found"), /ct-nope/);
+  error(await pause(BAD_ID), 400, "invalid_argument");
+  error(await resume(BAD_ID), 400, "invalid_argument");
+  assert.match(error(await pause(name, { paused: true } as any), 400, "invalid_argument"), /paused/);
+  assert.match(error(await resume(name, { reason: "x" } as any), 400, "invalid_argument"), /reason/);
+  await badBodies("POST pause", (init) => api.POST("/v1/workflows/{name}/pause", { params: { path: { name } }, body: {}, ...init }));
+  await badBodies("POST resume", (init) => api.POST("/v1/workflows/{name}/resume", { params: { path: { name } }, body: {}, ...init }));
+  const putBad = (key_concurrency: unknown) =>
+    api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), key_concurrency } as any });
+  for (const bad of [-1, 1000001, "2", 1.5])
+    assert.match(error(await putBad(bad), 400, "invalid_argument"), /key_concurrency/);
+  status(await api.DELETE("/v1/workflows/{name}", { params: { path: { name } } }), 204);
+});
+
 // ---- runs --------------------------------------------------------------------
 
 test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effects, callback", async () => {
@@ -284,8 +321,9 @@ test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effec
     cont({ delay_ms: 30 }),
     succeed({ ok: true }, { put: { "app/ct/happy/b": "done" }, delete: ["app/ct/happy/a"] }),
   );
-  const run = await submit("ct-happy", input, { headers: { tenant: "acme" } });
+  const run = await submit("ct-happy", input, { headers: { tenant: "acme" }, concurrency_key: "ct-key é" });
   assert.equal(run.newly_submitted, true);
+  assert.equal(run.concurrency_key, "ct-key é");
   assert.equal(run.run_id, "ct-happy");
   assert.equal(run.generation, 1);
   assert.deepEqual(run.input, input);
@@ -293,8 +331,9 @@ test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effec
   assert.equal(run.priority, 1000, "the workflow's priority");
   assert.equal(run.max_attempts, 3, "the workflow's max_attempts");
 
-  const dup = status(await api.POST("/v1/runs", { body: { workflow: WF, run_id: "ct-happy", input, headers: { tenant: "acme" } } }), 200).data!;
+  const dup = status(await api.POST("/v1/runs", { body: { workflow: WF, run_id: "ct-happy", input, headers: { tenant: "acme" }, concurrency_key: "other" } }), 200).data!;
   assert.equal(dup.newly_submitted, false);
+  assert.equal(dup.concurrency_key, "ct-key é", "a duplicate does not change the key");
   error(await api.POST("/v1/runs", { body: { workflow: WF, run_id: "ct-happy", input: { other: 1 } } }), 409, "input_mismatch");
 
   const done = await finished("ct-happy");
@@ -332,6 +371,7 @@ test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effec
     assert.equal(d.body.max_attempts, 3);
     assert.ok(d.body.memo.url.endsWith("/v1/runs/ct-happy"), d.body.memo.url);
     assert.equal(d.body.signal, undefined);
+    assert.equal(d.body.concurrency_key, "ct-key é");
   }
   assert.equal(new Set(delivered.map((d) => d.id)).size, 3, "one webhook-id per step");
 
@@ -341,6 +381,7 @@ test("runs: submit, duplicate, mismatch, long-poll to success, history, kv effec
   assert.equal(cb.body.final_step, 2);
   assert.deepEqual(cb.body.headers, { tenant: "acme" });
   assert.equal(cb.body.group, null);
+  assert.equal(cb.body.concurrency_key, "ct-key é");
 
   error(await api.GET("/v1/kv/{key}", { params: { path: { key: "app/ct/happy/a" } } }), 404, "not_found");
   const b = status(await api.GET("/v1/kv/{key}", { params: { path: { key: "app/ct/happy/b" } } }), 200).data!;
@@ -358,6 +399,8 @@ test("runs: invalid submissions and unknown runs", async () => {
   assert.match(error(await post({ workflow: WF, kv: { put: { "app/x": 1 }, delete: ["app/x"] } }), 400, "invalid_argument"), /kv/);
   assert.match(error(await post({ workflow: WF, delay_ms: 5, run_at: "2030-01-01T00:00:00.000Z" }), 400, "invalid_argument"), /run_at/);
   assert.match(error(await post({ workflow: WF, colour: "red" }), 400, "invalid_argument"), /colour/);
+  for (const bad of ["", "k".repeat(257), "tab\tkey", 7])
+    assert.match(error(await post({ workflow: WF, concurrency_key: bad }), 400, "invalid_argument"), /concurrency_key/);
   assert.match(error(await post({}), 400, "invalid_argument"), /workflow/);
   await badBodies("POST run", (init) => api.POST("/v1/runs", { body: { workflow: WF }, ...init }));
 
@@ -689,7 +732,7 @@ test("rerun: from a later step keeps memos, with a new input, refused while acti
 test("groups: submit, wait, page, resubmit, 409s, cancel, forget", async () => {
   const G = "ct-g1";
   const members = [
-    { key: "a", input: script("ga", succeed("A")) },
+    { key: "a", input: script("ga", succeed("A")), concurrency_key: "ct-ga" },
     { key: "b", input: script("gb", { do: "byGeneration", list: [{ do: "fail", reason: "no" }, cont({ delay_ms: LONG })] }), headers: { tenant: "b" } },
   ];
   const body = { workflow: WF, headers: { tenant: "g" }, members };
@@ -707,9 +750,12 @@ test("groups: submit, wait, page, resubmit, 409s, cancel, forget", async () => {
 
   const sa = await hook.step(idA, 0);
   assert.deepEqual(sa.body.group, { id: G, key: "a" });
+  assert.equal(sa.body.concurrency_key, "ct-ga");
+  assert.equal((await hook.step(idB, 0)).body.concurrency_key, null);
   assert.deepEqual(sa.body.headers, { tenant: "g" });
   assert.deepEqual((await hook.step(idB, 0)).body.headers, { tenant: "b" }, "a member's headers win");
   assert.deepEqual((await getRun(idA)).group, { id: G, key: "a" });
+  assert.equal((await getRun(idA)).concurrency_key, "ct-ga");
   assert.deepEqual((await hook.callback(idA)).body.group, { id: G, key: "a" });
 
   const p1 = status(await api.GET("/v1/groups/{group_id}", { params: { path: { group_id: G }, query: { limit: 1 } } }), 200).data!;
@@ -776,6 +822,11 @@ test("runs list: newest first, filters, pages", async () => {
   const ok = status(await api.GET("/v1/runs", { params: { query: { status: "succeeded,failed" } } }), 200).data!;
   assert.ok(ok.runs.length > 0);
   assert.ok(ok.runs.every((r) => r.status === "succeeded" || r.status === "failed"));
+  const keyed = status(await api.GET("/v1/runs", { params: { query: { concurrency_key: "ct-key é", limit: 1 } } }), 200).data!;
+  assert.deepEqual([keyed.runs.map((r) => r.run_id), keyed.next_cursor], [["ct-happy"], null]);
+  const keyedWf = status(await api.GET("/v1/runs", { params: { query: { concurrency_key: "ct-key é", workflow: WF_CB } } }), 200).data!;
+  assert.deepEqual(keyedWf.runs, []);
+  error(await api.GET("/v1/runs", { params: { query: { concurrency_key: "k".repeat(257) } } }), 400, "invalid_argument");
   const none = status(await api.GET("/v1/runs", { params: { query: { created_after: "2999-01-01T00:00:00.000Z" } } }), 200).data!;
   assert.deepEqual(none, { runs: [], next_cursor: null });
   error(await api.GET("/v1/runs", { params: { query: { status: "bogus" } } }), 400, "invalid_argument");
