@@ -151,7 +151,9 @@ enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
 				"input: run %s was already submitted with a different input",
 				PQgetvalue(r, i, 2));
 		} else {
-			a->res = strcmp(outcome, "created") == 0 ? RUN_CREATED : RUN_DUPLICATE;
+			a->res = strcmp(outcome, "created") == 0   ? RUN_CREATED
+				 : strcmp(outcome, "skipped") == 0 ? RUN_SKIPPED
+								   : RUN_DUPLICATE;
 			a->run_json = strdup(PQgetvalue(r, i, 1));
 			if (a->run_json == NULL)
 				err_set(&a->err, ERR_INTERNAL, "out of memory");

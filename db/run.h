@@ -27,7 +27,8 @@ struct run_submit {
 	const char *group_key;
 };
 
-enum run_submit_result { RUN_CREATED = 1, RUN_DUPLICATE };
+/* RUN_SKIPPED: key_mode skip, the key has an active run (run_json is it). */
+enum run_submit_result { RUN_CREATED = 1, RUN_DUPLICATE, RUN_SKIPPED };
 
 /* The batch item of submission `s` for db_run_submit_many: a malloc'd JSON
  * text the caller frees, or NULL when out of memory. Pure. */

@@ -24,6 +24,14 @@ struct workflow_def {
 	int max_concurrency;
 	int key_concurrency; /* 0: no limit per concurrency key */
 	bool step_output_replay;
+	/* Flow control (README "Flow control"; migrations/0007_flow_control.sql). */
+	const char *key_mode; /* queue, skip, cancel_active or debounce */
+	int debounce_ms;      /* debounce only (else 0) */
+	int debounce_max_ms;  /* debounce only; 0: no bound */
+	int rate_limit;       /* calls per rate_period_ms; 0: no rate limit */
+	int rate_period_ms;
+	bool rate_per_key;
+	bool endpoint_control; /* its calls count in their endpoint's allowance */
 };
 
 /* Creates or replaces workflow `w`. *created tells which; *out is the

@@ -187,7 +187,9 @@ void handle_run_submit(struct http_req *r)
 		http_reply_error(r, &e);
 		return;
 	}
+	/* skipped: the run is the key's active run (key_mode skip) */
 	json_object_set_new(run, "newly_submitted", json_boolean(a->res == RUN_CREATED));
+	json_object_set_new(run, "skipped", json_boolean(a->res == RUN_SKIPPED));
 	http_reply_json(r, a->res == RUN_CREATED ? 201 : 200, run);
 }
 

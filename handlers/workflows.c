@@ -21,11 +21,75 @@ static const char *const workflow_keys[] = {"url",
 					    "retry_backoff",
 					    "max_concurrency",
 					    "key_concurrency",
+					    "key_mode",
+					    "debounce_ms",
+					    "debounce_max_ms",
+					    "rate_limit",
+					    "endpoint_control",
 					    "secret",
 					    "step_output_replay",
 					    "name",
 					    NULL};
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
+static const char *const rate_keys[] = {"limit", "period_ms", "per_key", NULL};
+static const char *const key_modes[] = {"queue", "skip", "cancel_active", "debounce", NULL};
+
+/* key_mode, debounce_ms, debounce_max_ms, rate_limit, endpoint_control
+ * (README "Flow control"). */
+static enum err_code parse_flow(const json_t *body, struct workflow_def *w, struct err *e)
+{
+	int64_t n;
+	if (hc_str(body, "key_mode", 32, &w->key_mode, e))
+		return e->code;
+	if (w->key_mode == NULL)
+		w->key_mode = "queue";
+	bool known = false;
+	for (int i = 0; key_modes[i] != NULL; i++)
+		known = known || strcmp(w->key_mode, key_modes[i]) == 0;
+	if (!known)
+		return err_set(e, ERR_INVALID,
+			       "key_mode: must be queue, skip, cancel_active or debounce");
+	bool debounce = strcmp(w->key_mode, "debounce") == 0;
+	if (!debounce && (json_object_get(body, "debounce_ms") != NULL ||
+			  json_object_get(body, "debounce_max_ms") != NULL))
+		return err_set(e, ERR_INVALID, "%s: only with key_mode debounce",
+			       json_object_get(body, "debounce_ms") ? "debounce_ms"
+								    : "debounce_max_ms");
+	if (debounce && json_object_get(body, "debounce_ms") == NULL)
+		return err_set(e, ERR_INVALID, "debounce_ms: required with key_mode debounce");
+	if (hc_int(body, "debounce_ms", 1, 86400000, 0, &n, e))
+		return e->code;
+	w->debounce_ms = (int)n;
+	if (hc_int(body, "debounce_max_ms", 0, 86400000, 0, &n, e))
+		return e->code;
+	w->debounce_max_ms = (int)n;
+	if (w->debounce_max_ms > 0 && w->debounce_max_ms < w->debounce_ms)
+		return err_set(e, ERR_INVALID,
+			       "debounce_max_ms: must be 0 (no bound) or at least debounce_ms");
+	w->rate_limit = 0;
+	w->rate_period_ms = 0;
+	w->rate_per_key = false;
+	json_t *rl = json_object_get(body, "rate_limit");
+	if (rl != NULL && !json_is_null(rl)) {
+		if (!json_is_object(rl))
+			return err_set(e, ERR_INVALID, "rate_limit: must be an object or null");
+		if (hc_only_keys(rl, rate_keys, e))
+			return e->code;
+		if (json_object_get(rl, "limit") == NULL ||
+		    json_object_get(rl, "period_ms") == NULL)
+			return err_set(e, ERR_INVALID, "rate_limit.%s: required",
+				       json_object_get(rl, "limit") ? "period_ms" : "limit");
+		struct err inner = {0};
+		int64_t lim, per;
+		if (hc_int(rl, "limit", 1, 100000, 0, &lim, &inner) ||
+		    hc_int(rl, "period_ms", 1, 86400000, 0, &per, &inner) ||
+		    hc_bool(rl, "per_key", false, &w->rate_per_key, &inner))
+			return err_set(e, inner.code, "rate_limit.%.200s", inner.msg);
+		w->rate_limit = (int)lim;
+		w->rate_period_ms = (int)per;
+	}
+	return hc_bool(body, "endpoint_control", true, &w->endpoint_control, e);
+}
 
 enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *egress,
 				   struct workflow_def *w, struct err *e)
@@ -89,7 +153,7 @@ enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *e
 		return e->code;
 	if (hc_bool(body, "step_output_replay", false, &w->step_output_replay, e))
 		return e->code;
-	return ERR_OK;
+	return parse_flow(body, w, e);
 }
 
 void handle_workflow_put(struct http_req *r)

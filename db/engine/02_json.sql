@@ -86,6 +86,13 @@ LANGUAGE sql STABLE AS $$
 		'retry_backoff', jsonb_build_object('base_ms', w.backoff_base_ms,
 						    'max_ms', w.backoff_max_ms),
 		'max_concurrency', w.max_concurrency, 'key_concurrency', w.key_concurrency,
+		'key_mode', w.key_mode,
+		'debounce_ms', CASE WHEN w.key_mode = 'debounce' THEN w.debounce_ms END,
+		'debounce_max_ms', CASE WHEN w.key_mode = 'debounce' THEN w.debounce_max_ms END,
+		'rate_limit', CASE WHEN w.rate_limit > 0 THEN jsonb_build_object(
+			'limit', w.rate_limit, 'period_ms', w.rate_period_ms,
+			'per_key', w.rate_per_key) END,
+		'endpoint', w.endpoint, 'endpoint_control', w.endpoint_control,
 		'paused', w.paused, 'signed', w.secret IS NOT NULL,
 		'previous_secret_valid_until',
 			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()

@@ -13,8 +13,15 @@
 -- index, so they also run with enable_seqscan = off: the plan is the same
 -- whatever the table's size when it was made (tests/integration/test_plans.py).
 
--- Submits one run. Returns 'created', 'duplicate', 'input_mismatch' or
--- 'workflow_not_found'. Defaults (priority, max_attempts) come from the
+-- Submits one run. Returns 'created', 'duplicate', 'input_mismatch',
+-- 'skipped' (key_mode skip: its key has an active run; nothing written) or
+-- 'workflow_not_found'. With a concurrency key and a workflow key_mode other
+-- than queue (README "Flow control"), the submissions of one key are decided
+-- one at a time (an advisory lock): cancel_active cancels the key's active
+-- runs first, debounce supersedes the key's run that has not started yet
+-- and starts the new one debounce_ms from now, at the latest debounce_max_ms
+-- after the first submission it superseded (never before the time asked).
+-- Superseded runs end cancelled with the error 'superseded by <run_id>'. Defaults (priority, max_attempts) come from the
 -- workflow when NULL. The run row, its step-0 job and the kv effects commit
 -- together; a duplicate applies nothing: only the input is compared, so a
 -- duplicate with other settings (headers, priority, concurrency_key, ...)
@@ -31,20 +38,54 @@ DECLARE
 	st text;
 	inserted text;
 	old_hash bytea;
+	prev text;
+	first_at timestamptz;
 BEGIN
 	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
 	IF NOT FOUND THEN
 		RETURN 'workflow_not_found';
 	END IF;
+	IF p_concurrency_key IS NOT NULL AND w.key_mode <> 'queue' THEN
+		PERFORM pg_advisory_xact_lock(
+			hashtextextended('key/' || p_workflow || '/' || p_concurrency_key, 724392));
+		IF NOT EXISTS (SELECT 1 FROM run WHERE run_id = p_run_id) THEN
+			IF w.key_mode = 'skip' THEN
+				IF EXISTS (SELECT 1 FROM run r WHERE r.workflow = p_workflow
+					   AND r.concurrency_key = p_concurrency_key
+					   AND r.status NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+					RETURN 'skipped';
+				END IF;
+			ELSIF w.key_mode = 'cancel_active' THEN
+				PERFORM hf_cancel(r.run_id, 'superseded by ' || p_run_id)
+				FROM run r WHERE r.workflow = p_workflow
+				  AND r.concurrency_key = p_concurrency_key
+				  AND r.status NOT IN ('succeeded', 'failed', 'cancelled');
+			ELSE  -- debounce
+				SELECT r.run_id, r.debounce_first_at INTO prev, first_at
+				FROM run r WHERE r.workflow = p_workflow
+				  AND r.concurrency_key = p_concurrency_key AND r.status = 'scheduled'
+				  AND r.debounce_first_at IS NOT NULL
+				ORDER BY r.created_at DESC LIMIT 1;
+				IF prev IS NOT NULL THEN
+					PERFORM hf_cancel(prev, 'superseded by ' || p_run_id);
+				END IF;
+				first_at := coalesce(first_at, now());
+				due := greatest(due, CASE WHEN w.debounce_max_ms > 0
+					THEN least(hf_due(w.debounce_ms),
+						   first_at + make_interval(secs => w.debounce_max_ms / 1000.0))
+					ELSE hf_due(w.debounce_ms) END);
+			END IF;
+		END IF;
+	END IF;
 	st := hf_queue_state(due);
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key,
-			 concurrency_key)
+			 concurrency_key, debounce_first_at)
 	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
 		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key,
-		p_concurrency_key)
+		p_concurrency_key, first_at)
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id INTO inserted;
 	IF inserted IS NULL THEN
@@ -66,8 +107,9 @@ $$;
 -- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv",
 -- "concurrency_key"};
 -- absent keys are NULL. Returns, per item in order, hf_submit's outcome, the
--- run's JSON when it was created or is a duplicate, and the item's run id and
--- workflow (for messages).
+-- run's JSON when it was created or is a duplicate (when it was skipped: the
+-- JSON of its key's active run), and the item's run id and workflow (for
+-- messages).
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
@@ -86,6 +128,11 @@ BEGIN
 		run_json := NULL;
 		IF outcome IN ('created', 'duplicate') THEN
 			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;
+		ELSIF outcome = 'skipped' THEN
+			SELECT hf_run_json(r) INTO run_json FROM run r
+			WHERE r.workflow = wf AND r.concurrency_key = it->>'concurrency_key'
+			  AND r.status NOT IN ('succeeded', 'failed', 'cancelled')
+			ORDER BY r.created_at LIMIT 1;
 		END IF;
 		RETURN NEXT;
 	END LOOP;

@@ -61,7 +61,9 @@ def test_an_endpoint_that_answers_429_beyond_five_calls_gets_about_five(service,
     origin = webhook.url("/steps").rsplit("/steps", 1)[0]
     eps = service.api.get("/v1/endpoints").json()
     (ep,) = [e for e in eps["endpoints"] if e["endpoint"] == origin]
-    assert ep["limited"] is True and 1 <= ep["allowance"] <= 8, ep
+    # Cut far below the cap (1,024): about the five the endpoint takes, and
+    # creeping up slowly since.
+    assert ep["limited"] is True and 1 <= ep["allowance"] <= 16, ep
     assert ep["throttled"] > 0 and ep["state"] == "closed", ep
     metrics = service.api.get("/metrics").raw.decode()
     assert 'hookflow_endpoint_throttled_total{endpoint="%s"}' % ep["endpoint"] in metrics
