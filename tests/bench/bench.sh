@@ -21,6 +21,9 @@
 #   5. pgbench on the same cluster: one-row UPDATE per transaction, 32 clients
 #   6. scenario 2 with two hookflow instances on one database, alternated with
 #      the same on one instance (SCALE_REPEAT times each): the medians' ratio
+#   7. flow control's cost: scenario 2 with the runs spread over 10,000
+#      concurrency keys and key_concurrency 2, alternated with the same
+#      without keys (SCALE_REPEAT times each): the medians' ratio
 #
 # After every scenario it checks in SQL that all runs exist and succeeded, that
 # no (run_id, generation, step, attempt) appears twice in step_attempt and that
@@ -277,6 +280,26 @@ for f in hf_us pg_us wh_us lg_us other_pct; do
 	R[s6_$f]=${R[s6two_${SCALE_REPEAT}_$f]:-}
 done
 
+# Flow control's cost (issue 14): the same runs spread over 10,000
+# concurrency keys with key_concurrency set, against no key, alternately
+# SCALE_REPEAT times each; #7 compares the medians.
+for ((k = 1; k <= SCALE_REPEAT; k++)); do
+	throughput "flow_none_$k" "$RUNS10" "$STEPS" "s7none_$k" 1
+	throughput "flow_keys_$k" "$RUNS10" "$STEPS" "s7keys_$k" 1 0 10000
+done
+none=() keyed=()
+for ((k = 1; k <= SCALE_REPEAT; k++)); do
+	none+=("${R[s7none_${k}_steps_per_s]}")
+	keyed+=("${R[s7keys_${k}_steps_per_s]}")
+done
+R[s7none_steps_per_s]=$(median "${none[@]}")
+R[s7_steps_per_s]=$(median "${keyed[@]}")
+R[s7none_all]=$(IFS=,; echo "${none[*]}")
+R[s7_all]=$(IFS=,; echo "${keyed[*]}")
+for f in hf_us pg_us wh_us lg_us other_pct; do
+	R[s7_$f]=${R[s7keys_${SCALE_REPEAT}_$f]:-}
+done
+
 if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 	for n in "${SWEEP_RUNS[@]}"; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
 	for s in "${SWEEP_STEPS[@]}"; do throughput "sweep_steps" 500 "$s" "sw_steps_$s" 1; done
@@ -331,6 +354,9 @@ kib_per_call=$(awk -v r="${R[s4b_rss_mib]:-0}" -v i="${R[s4b_idle_rss_mib]:-0}" 
 v4b=$(verdict le "$kib_per_call" 12)
 v4=$(verdict target4)
 v6=$(verdict ge "$scale_ratio" 0.95)
+s7=${R[s7_steps_per_s]} s7none=${R[s7none_steps_per_s]}
+flow_ratio=$(awk -v a="$s7" -v b="$s7none" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }')
+v7=$(verdict ge "$flow_ratio" 0.8)
 dups=PASS
 ((${#failures[@]} == 0)) || dups=FAIL
 commit=$(bench_commit)
@@ -363,12 +389,15 @@ default_workers=$(($(nproc) / 2))
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "6" "2 instances, $RUNS10 x $STEPS steps: transitions/s" "$s6" ">= 0.95x of 1 inst." "$(ratio "$s6")" "$v6 (${scale_ratio}x)"
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  1 instance, alternated with it (median)" "$s6one" "" "$(ratio "$s6one")" ""
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  runs: 2 instances / 1 instance" "${R[s6_all]} / ${R[s6one_all]}" "" "" ""
+	printf '%-4s %-52s %16s %-22s %9s %s\n' "7" "10,000 keys, key_concurrency 2: transitions/s" "$s7" ">= 0.8x of no key" "$(ratio "$s7")" "$v7 (${flow_ratio}x)"
+	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  no key, alternated with it (median)" "$s7none" "" "$(ratio "$s7none")" ""
+	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  runs: keys / no key" "${R[s7_all]} / ${R[s7none_all]}" "" "" ""
 	if [[ -n "${R[size_ratio]:-}" ]]; then size_rows; fi
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "no step settled twice, no run lost (all scenarios)" "${#failures[@]} problems" "0" "-" "$dups"
 	echo
 	echo "CPU per settled step (us): hookflow + postgres + webhook + loadgen; ceiling = $(nproc) cores / (hookflow + postgres);"
 	echo "other = CPU used meanwhile by anything else on the machine (% of all cores): it skews the figures"
-	for k in s1 s2 s4 s4b s6; do
+	for k in s1 s2 s4 s4b s6 s7; do
 		[[ -n "${R[${k}_hf_us]:-}" ]] || continue
 		printf '  #%-2s %6s + %6s + %5s + %5s us   ceiling %6s steps/s   other %3s%%\n' "${k#s}" \
 			"${R[${k}_hf_us]}" "${R[${k}_pg_us]}" "${R[${k}_wh_us]}" "${R[${k}_lg_us]}" \

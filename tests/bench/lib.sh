@@ -322,7 +322,7 @@ put_workflow() {
 	local code
 	code=$(curl -s -o "$work/put.out" -w '%{http_code}' -X PUT "http://127.0.0.1:$1/v1/workflows/$2" \
 		-H 'Content-Type: application/json' \
-		-d "{\"url\": \"$wh/steps?$3\", \"timeout_ms\": ${4:-30000}, \"max_attempts\": 3}")
+		-d "{\"url\": \"$wh/steps?$3\", \"timeout_ms\": ${4:-30000}, \"max_attempts\": 3${5:-}}")
 	[[ "$code" = 201 || "$code" = 200 ]] || die "PUT workflow $2: HTTP $code $(cat "$work/put.out")"
 }
 
@@ -380,7 +380,7 @@ declare -A R # results (bench.sh writes them to results.env)
 # throughput NAME RUNS STEPS KEY INSTANCES [INPUT_BYTES]: fresh db, instances,
 # submit, wait, check. Sets R[KEY_*].
 throughput() {
-	local name=$1 runs=$2 steps=$3 key=$4 ninst=$5 bytes=${6:-0}
+	local name=$1 runs=$2 steps=$3 key=$4 ninst=$5 bytes=${6:-0} keys=${7:-0}
 	local db hps=() targets="" i rc=0
 	fresh_db "$name"
 	for ((i = 0; i < ninst; i++)); do
@@ -388,12 +388,15 @@ throughput() {
 		hps+=("$hf_pid")
 		targets+="${targets:+,}127.0.0.1:$hf_port"
 	done
-	put_workflow "${targets##*:}" "w$steps" "n=$steps"
+	# With KEYS: run i has concurrency key i % KEYS, at most 2 calls of a key at once.
+	put_workflow "${targets##*:}" "w$steps" "n=$steps" 30000 \
+		"$( ((keys > 0)) && echo ', "key_concurrency": 2')"
 	curl -sf -X POST "$wh/stats/reset" >/dev/null
-	say "$name: $runs runs of $steps step(s), ${ninst} instance(s), input ${bytes} B"
+	say "$name: $runs runs of $steps step(s), ${ninst} instance(s), input ${bytes} B, ${keys} keys"
 	local args=(submit -u "$targets" -w "w$steps" -n "$runs" -c "$SUBMIT_CONNS" -p "$name"
 		-d "$(conninfo "$db")" -T "$RUN_TIMEOUT")
 	((bytes > 0)) && args+=(-b "$bytes")
+	((keys > 0)) && args+=(-k "$keys")
 	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
 		psql_db "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
 			-c "SELECT pg_stat_statements_reset()" >/dev/null

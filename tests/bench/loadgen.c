@@ -98,6 +98,7 @@ static int seconds;         /* -s: how long to submit (rate) */
 static int steps = 1;       /* -S: steps per run (rate checks every run has them) */
 static int interval_s = 10; /* -i: sampling period (rate) */
 static long watch_pid;      /* -P: the hookflow whose RSS is sampled (rate) */
+static long nkeys;          /* -k: run i gets concurrency_key "k<i % nkeys>" (0: none) */
 static int64_t start_us;
 static char *pad; /* input padding, input_bytes long */
 
@@ -145,10 +146,13 @@ static char *submit_request(const struct target *t, long i, size_t *len)
 {
 	size_t cap = 512 + (size_t)input_bytes;
 	char *body = malloc(cap);
-	char delay[48] = "";
+	char delay[96] = "";
+	if (nkeys > 0)
+		snprintf(delay, sizeof delay, ",\"concurrency_key\":\"k%ld\"", i % nkeys);
 	if (due_ms >= 0) {
 		int64_t left = due_ms - (mono_us() - start_us) / 1000;
-		snprintf(delay, sizeof delay, ",\"delay_ms\":%lld",
+		size_t used = strlen(delay);
+		snprintf(delay + used, sizeof delay - used, ",\"delay_ms\":%lld",
 			 (long long)(left > 0 ? left : 0));
 	}
 	int bl;
@@ -1164,7 +1168,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	optind = 2;
 	int opt;
-	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:o:r:s:S:i:P:")) != -1) {
+	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:o:r:s:S:i:P:k:")) != -1) {
 		switch (opt) {
 		case 'u':
 			parse_targets(optarg);
@@ -1213,6 +1217,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			watch_pid = atol(optarg);
+			break;
+		case 'k':
+			nkeys = atol(optarg);
 			break;
 		default:
 			die("unknown option");
