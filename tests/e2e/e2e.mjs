@@ -136,6 +136,12 @@ const deadLetters = async (q = '') => (await apiOk('GET', `/v1/dead-letters?limi
 
 const WF = 'e2e-orders';
 const WF_OTHER = 'e2e-other';
+// Flow-control settings shown on the Workflows page: key mode skip with a
+// workflow-wide rate limit (its step webhook is busyHook, an origin of its own,
+// so an endpoint row of its own), and debounce with a per-key limit.
+const WF_FLOW = 'e2e-flow';
+const WF_DEBOUNCE = 'e2e-debounce';
+const THROTTLED_RUNS = ['throttled-1', 'throttled-2'];
 const GROUP = 'e2e-batch';
 const OK_RUNS = Array.from({ length: 9 }, (_, i) => `ok-${String(i + 1).padStart(2, '0')}`);
 const WAIT_KEY = 'approval:wait-1/manager';
@@ -145,6 +151,7 @@ const groupRunId = (key) => createHash('sha256').update(`${GROUP}/${key}`).diges
 const GROUP_RUNS = [groupRunId('a'), groupRunId('b')];
 
 const hook = await startWebhook();
+const busyHook = await startWebhook();
 let allRuns = [];
 let context = null;
 let page = null;
@@ -161,6 +168,13 @@ async function setup() {
 	};
 	await apiOk('PUT', `/v1/workflows/${WF}`, wf);
 	await apiOk('PUT', `/v1/workflows/${WF_OTHER}`, wf);
+	await apiOk('PUT', `/v1/workflows/${WF_FLOW}`, {
+		...wf, url: `${busyHook.url}/steps`, key_mode: 'skip', rate_limit: { limit: 5, period_ms: 1000 },
+	});
+	await apiOk('PUT', `/v1/workflows/${WF_DEBOUNCE}`, {
+		...wf, key_mode: 'debounce', debounce_ms: 250, debounce_max_ms: 2000,
+		rate_limit: { limit: 10, period_ms: 60000, per_key: true }, endpoint_control: false,
+	});
 	const submit = (run_id, mode, extra = {}) =>
 		apiOk('POST', '/v1/runs', {
 			workflow: WF, run_id, input: { order: run_id }, headers: { mode }, ...extra,
@@ -236,6 +250,78 @@ async function shot(name) {
 	shots.push(file);
 }
 
+// Opens `url` in a page of its own (the second instance, without tokens),
+// runs `fn` with it, and fails on any script error it raised.
+async function withPage(url, fn) {
+	const p2 = await context.newPage();
+	const errs = [];
+	p2.on('pageerror', (e) => errs.push(String(e)));
+	try {
+		await p2.goto(url);
+		await fn(p2);
+		assert(errs.length === 0, `errors on ${url}: ${errs.join(' | ')}`);
+	} finally {
+		await p2.close();
+	}
+}
+
+const openBase = `http://127.0.0.1:${openPort}`;
+// GET /v1/endpoints of each instance: [the one with tokens, the open one].
+async function endpointTables() {
+	const open = await fetch(`${openBase}/v1/endpoints`);
+	assert(open.status === 200, `GET /v1/endpoints on the open instance: ${open.status}`);
+	return [await apiOk('GET', '/v1/endpoints'), await open.json()];
+}
+
+// What the Endpoints page of `p` shows: the instance and each row's cells.
+async function endpointsPage(p) {
+	return p.evaluate(() => {
+		const first = (td) => (td.firstChild ? td.firstChild.textContent : '').trim();
+		return {
+			instance: document.getElementById('endpoints-instance').textContent.trim(),
+			rows: [...document.querySelectorAll('#endpoints-table tbody tr')].map((tr) => {
+				const col = (c) => tr.querySelector(`[data-col=${c}]`);
+				const badge = col('state').querySelector('.badge');
+				return {
+					endpoint: col('endpoint').textContent.trim(),
+					state: badge.getAttribute('data-status'),
+					stateText: badge.textContent.trim(),
+					allowance: col('allowance').textContent.trim(),
+					inflight: col('inflight').textContent.trim(),
+					error_rate: first(col('error_rate')),
+					paused_until: col('paused_until').textContent.trim(),
+					open_until: col('open_until').textContent.trim(),
+					last_error: first(col('last_error')),
+					calls: col('calls').textContent.trim(),
+					throttled: col('throttled').textContent.trim(),
+					failures: col('failures').textContent.trim(),
+					breaker_opens: col('breaker_opens').textContent.trim(),
+				};
+			}),
+		};
+	});
+}
+
+// The cells the page should show for an endpoint of the API's answer.
+function endpointCells(e) {
+	const when = (t) => (t ? t.slice(0, 19).replace('T', ' ') : '');
+	return {
+		endpoint: e.endpoint,
+		state: e.state,
+		stateText: e.state.replace('_', '-'),
+		allowance: e.limited ? String(Math.round(e.allowance * 100) / 100) : 'unlimited',
+		inflight: String(e.inflight),
+		error_rate: `${(e.error_rate * 100).toFixed(1)}%`,
+		paused_until: when(e.paused_until),
+		open_until: when(e.open_until),
+		last_error: e.last_error || '',
+		calls: String(e.calls),
+		throttled: String(e.throttled),
+		failures: String(e.failures),
+		breaker_opens: String(e.breaker_opens),
+	};
+}
+
 async function noticeText() {
 	return page.isVisible('#notice').then((v) => (v ? text('#notice .msg') : ''));
 }
@@ -243,6 +329,38 @@ async function noticeText() {
 // ---- run -------------------------------------------------------------------
 
 try {
+	context = await chromium.launchPersistentContext(profile, {
+		executablePath: chromiumPath,
+		headless: true,
+		args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+			'--disable-background-networking', '--disable-component-update', '--disable-sync'],
+		viewport: { width: 1360, height: 900 },
+	});
+	context.setDefaultTimeout(15000);
+	page = context.pages()[0] || (await context.newPage());
+	page.on('pageerror', (e) => pageErrors.push(String(e)));
+	page.on('console', (m) => {
+		// A 401/404 answer is logged by the browser as a failed resource load.
+		if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(m.text());
+	});
+	page.on('request', (r) => {
+		if (!r.url().startsWith(base + '/')) foreignRequests.push(r.url());
+	});
+
+	await check('endpoints page: a clear empty state on an instance that has called no webhook yet', async () => {
+		const listed = (await endpointTables())[1];
+		assert(listed.enabled === true && listed.endpoints.length === 0, `the API lists ${JSON.stringify(listed)}`);
+		await withPage(`${openBase}/#/endpoints`, async (p2) => {
+			await until('the empty endpoints page', async () =>
+				(await p2.isVisible('#endpoints-empty')) &&
+				((await p2.textContent('#endpoints-instance')) || '').trim() === listed.instance);
+			assert(/called no webhook/.test(await p2.textContent('#endpoints-empty')), 'the empty state does not say why');
+			assert((await p2.$$('#endpoints-table tbody tr')).length === 0, 'rows shown for an empty table');
+			assert(await p2.isHidden('#endpoints-off'), 'the "control is off" note shows');
+			assert((await p2.getAttribute('header nav a.active', 'data-nav')) === 'endpoints', 'the nav does not mark Endpoints');
+		});
+	});
+
 	await check('setup: workflows, runs and a group submitted over the API, all settled', setup);
 
 	await check('dead letters recorded: the two failed steps (500) and the broken callback (404)', async () => {
@@ -274,24 +392,6 @@ try {
 		assert(!/<script[^>]+src=|<link[^>]+href=|@import|url\(/i.test(body), 'the page loads something external');
 		const api401 = await fetch(base + '/v1/runs');
 		assert(api401.status === 401, `GET /v1/runs without a token answered ${api401.status}`);
-	});
-
-	context = await chromium.launchPersistentContext(profile, {
-		executablePath: chromiumPath,
-		headless: true,
-		args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-			'--disable-background-networking', '--disable-component-update', '--disable-sync'],
-		viewport: { width: 1360, height: 900 },
-	});
-	context.setDefaultTimeout(15000);
-	page = context.pages()[0] || (await context.newPage());
-	page.on('pageerror', (e) => pageErrors.push(String(e)));
-	page.on('console', (m) => {
-		// A 401/404 answer is logged by the browser as a failed resource load.
-		if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(m.text());
-	});
-	page.on('request', (r) => {
-		if (!r.url().startsWith(base + '/')) foreignRequests.push(r.url());
 	});
 
 	await check('asks for the API token on 401, refuses a wrong one, accepts the right one', async () => {
@@ -577,12 +677,13 @@ try {
 		await page.locator('#workflows-view').waitFor({ state: 'visible' });
 		const rowOf = (name) => `#workflows-table tr[data-workflow="${name}"]`;
 		const state = (name) => page.getAttribute(`${rowOf(name)} [data-col=state] .badge`, 'data-status').catch(() => null);
-		await until('both workflows listed, active', async () =>
+		await until('the workflows listed, active', async () =>
 			(await state(WF)) === 'active' && (await state(WF_OTHER)) === 'active');
 		const listed = await page.$$eval('#workflows-table tbody tr', (t) => t.map((x) => x.getAttribute('data-workflow')));
 		const api = (await apiOk('GET', '/v1/workflows?limit=1000')).workflows;
 		assert(JSON.stringify(listed) === JSON.stringify(api.map((w) => w.name)), `listed ${listed}`);
-		assert((await text(`${rowOf(WF)} [data-col=key_concurrency]`)) === String(api[0].key_concurrency), 'key_concurrency not shown');
+		const wfOf = (name) => api.find((w) => w.name === name);
+		assert((await text(`${rowOf(WF)} [data-col=key_concurrency]`)) === String(wfOf(WF).key_concurrency), 'key_concurrency not shown');
 		assert(await page.isDisabled(`${rowOf(WF_OTHER)} button[data-action=resume]`), 'resume enabled on an active workflow');
 		await page.click(`${rowOf(WF_OTHER)} button[data-action=pause]`);
 		await until('the paused notice', async () => /paused/.test(await noticeText()));
@@ -597,6 +698,82 @@ try {
 		await until('the resumed notice', async () => /resumed/.test(await noticeText()));
 		await until(`${WF_OTHER} shown active`, async () => (await state(WF_OTHER)) === 'active');
 		assert((await apiOk('GET', `/v1/workflows/${WF_OTHER}`)).paused === false, 'the API still says paused');
+	});
+
+	await check('workflows: key mode, rate limit, endpoint and endpoint control shown', async () => {
+		const rowOf = (name) => `#workflows-table tr[data-workflow="${name}"]`;
+		const cells = (name) => page.$eval(rowOf(name), (tr) => Object.fromEntries(
+			['key_mode', 'rate_limit', 'endpoint', 'endpoint_control'].map((c) =>
+				[c, tr.querySelector(`[data-col=${c}]`).textContent.trim()])));
+		const api = Object.fromEntries((await apiOk('GET', '/v1/workflows?limit=1000')).workflows.map((w) => [w.name, w]));
+		assert(api[WF_FLOW].key_mode === 'skip' && api[WF_FLOW].rate_limit.limit === 5 &&
+			api[WF_FLOW].rate_limit.period_ms === 1000 && api[WF_FLOW].rate_limit.per_key === false,
+		`the API answers ${JSON.stringify(api[WF_FLOW])}`);
+		const want = {
+			[WF]: { key_mode: 'queue', rate_limit: 'none', endpoint: hook.url, endpoint_control: 'on' },
+			[WF_FLOW]: { key_mode: 'skip', rate_limit: '5 / 1000 ms', endpoint: busyHook.url, endpoint_control: 'on' },
+			[WF_DEBOUNCE]: {
+				key_mode: 'debounce 250 ms (max 2000 ms)', rate_limit: '10 / 60000 ms per key',
+				endpoint: hook.url, endpoint_control: 'off',
+			},
+		};
+		for (const [name, w] of Object.entries(want)) {
+			assert(api[name].endpoint === w.endpoint, `${name}: the API's endpoint is ${api[name].endpoint}`);
+			const got = await cells(name);
+			assert(JSON.stringify(got) === JSON.stringify(w), `${name} shows ${JSON.stringify(got)}`);
+		}
+		await page.click(`${rowOf(WF_FLOW)} a[data-col=endpoint]`);
+		await page.locator('#endpoints-view').waitFor({ state: 'visible' });
+	});
+
+	await check('endpoints page: each instance shows its own table, the throttled endpoint with its state and counts', async () => {
+		const origin = busyHook.url;
+		for (const id of THROTTLED_RUNS)
+			await apiOk('POST', '/v1/runs', { workflow: WF_FLOW, run_id: id, input: { id }, headers: { mode: 'throttle' } });
+		await until('the throttled runs to succeed', async () =>
+			(await Promise.all(THROTTLED_RUNS.map(getRun))).every((r) => r.status === 'succeeded'), 20000);
+		const answered429 = busyHook.state.calls.filter((c) => c.mode === 'throttle' && c.step === 0 && c.attempt === 1).length;
+		assert(answered429 === THROTTLED_RUNS.length, `the webhook answered ${answered429} 429s`);
+		// Each instance counts the calls it made; together, every call the webhook answered.
+		const busyRow = (t) => t.endpoints.find((e) => e.endpoint === origin) || null;
+		const total = (rows, k) => rows.reduce((n, r) => n + (r ? Number(r[k]) : 0), 0);
+		await until('both instances to count every call to the busy endpoint', async () => {
+			const rows = (await endpointTables()).map(busyRow);
+			return total(rows, 'throttled') === answered429 && total(rows, 'calls') === busyHook.state.calls.length;
+		});
+		// The page of each instance shows the table of that instance, row by row
+		// (it refreshes itself every 2 s; the API is asked again each round, as
+		// error rates age).
+		const matches = async (p, i) => {
+			let shown = null;
+			let wanted = null;
+			await until(`the endpoints page of instance ${i + 1} to show its table`, async () => {
+				const t = (await endpointTables())[i];
+				shown = await endpointsPage(p);
+				wanted = { instance: t.instance, rows: t.endpoints.map(endpointCells) };
+				return JSON.stringify(shown) === JSON.stringify(wanted);
+			}).catch((e) => {
+				throw new Error(`${e.message}\n  shown:  ${JSON.stringify(shown)}\n  wanted: ${JSON.stringify(wanted)}`);
+			});
+			return shown;
+		};
+		await page.click('#endpoints-refresh');
+		const mine = await matches(page, 0);
+		assert(await page.isHidden('#endpoints-empty') && await page.isHidden('#endpoints-off'), 'an empty or off note shows');
+		await shot('endpoints.png');
+		let theirs = null;
+		await withPage(`${openBase}/#/endpoints`, async (p2) => { theirs = await matches(p2, 1); });
+		assert(mine.instance && theirs.instance && mine.instance !== theirs.instance,
+			`both pages name instance ${mine.instance}`);
+		const rows = [mine, theirs].map((t) => t.rows.find((r) => r.endpoint === origin) || null);
+		assert(total(rows, 'throttled') === answered429, `the pages show ${total(rows, 'throttled')} throttled calls`);
+		assert(total(rows, 'calls') === busyHook.state.calls.length, `the pages show ${total(rows, 'calls')} calls`);
+		// an instance that got a 429 cut the endpoint's allowance: limited, breaker closed
+		for (const r of rows.filter((x) => x && x.throttled !== '0')) {
+			assert(r.state === 'closed' && r.stateText === 'closed', `state ${r.state}`);
+			assert(/^[0-9.]+$/.test(r.allowance), `allowance ${r.allowance}`);
+			assert(/slow down/.test(r.last_error) && r.failures === '0', `row ${JSON.stringify(r)}`);
+		}
 	});
 
 	await check('shows API errors from the error body (unknown run)', async () => {
@@ -649,10 +826,14 @@ try {
 		const enabled = await page.$$eval('#dead-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
 		assert(enabled === 0, `${enabled} dead-letter buttons enabled for a read token`);
 		await gotoHash('#/workflows');
+		const workflowCount = (await apiOk('GET', '/v1/workflows?limit=1000')).workflows.length;
 		await until('the workflows listed for the read token', async () =>
-			(await page.$$('#workflows-table tbody tr')).length === 2);
+			(await page.$$('#workflows-table tbody tr')).length === workflowCount);
 		const wfEnabled = await page.$$eval('#workflows-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
 		assert(wfEnabled === 0, `${wfEnabled} pause/resume buttons enabled for a read token`);
+		await gotoHash('#/endpoints');
+		await until('the endpoints listed for the read token', async () =>
+			(await page.$$('#endpoints-table tbody tr[data-endpoint]')).length > 0);
 		// and the API itself refuses the read token's writes
 		const r = await api('POST', '/v1/runs/hang-1/cancel', undefined, readToken);
 		assert(r.status === 403 && r.data.error.code === 'forbidden', `a read token's cancel answered ${r.status}`);
@@ -675,11 +856,7 @@ try {
 		for (const host of ['127.0.0.1', 'localhost']) {
 			const id = `open-${host.replace(/[.]/g, '-')}`;
 			await apiOk('POST', '/v1/runs', { workflow: WF, run_id: id, delay_ms: 600000, input: { host } });
-			const p2 = await context.newPage();
-			const errs = [];
-			p2.on('pageerror', (e) => errs.push(String(e)));
-			try {
-				await p2.goto(`http://${host}:${openPort}/#/runs/${id}`);
+			await withPage(`http://${host}:${openPort}/#/runs/${id}`, async (p2) => {
 				await until(`run ${id} on ${host}`, async () =>
 					((await p2.textContent('#run-id')) || '').trim() === id &&
 					(await p2.getAttribute('#run-status .badge', 'data-status').catch(() => null)) === 'scheduled');
@@ -688,10 +865,7 @@ try {
 				await p2.click('#run-cancel'); // a POST with Origin: http://<host>:<port>
 				await until(`run ${id} cancelled from the page`, async () =>
 					(await getRun(id)).status === 'cancelled');
-				assert(errs.length === 0, `errors on ${host}: ${errs.join(' | ')}`);
-			} finally {
-				await p2.close();
-			}
+			});
 		}
 		// A page of another origin (another local web server: the test's
 		// webhook) posts a cancel: the browser sends it, the service refuses it.
@@ -726,6 +900,7 @@ try {
 } finally {
 	if (context) await context.close().catch(() => {});
 	await hook.close();
+	await busyHook.close();
 }
 
 function location_hash(url) {

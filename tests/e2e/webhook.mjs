@@ -3,6 +3,8 @@
 //
 //   ok     step 0 continues to step 1, which succeeds
 //   flaky  attempt 1 answers 503 (transient, Retry-After: 0), attempt 2 goes on like ok
+//   throttle  step 0's attempt 1 answers 429 (Retry-After: 0; its endpoint is throttled),
+//          attempt 2 goes on like ok
 //   fail   generation 1 answers 500 with {"error": {"retryable": false}} (permanent: the
 //          step is dead-lettered and the run fails); a rerun or redrive (generation >= 2)
 //          succeeds
@@ -72,6 +74,9 @@ export function startWebhook() {
 		}
 		if (mode === 'flaky' && step === 0 && attempt === 1)
 			return reply(res, 503, { error: { message: 'upstream busy, try again' } },
+				{ 'Retry-After': '0' });
+		if (mode === 'throttle' && step === 0 && attempt === 1)
+			return reply(res, 429, { error: { message: 'slow down: too many calls' } },
 				{ 'Retry-After': '0' });
 		if (mode === 'fail' && generation === 1)
 			return reply(res, 500, {
