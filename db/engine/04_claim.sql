@@ -28,9 +28,10 @@
 -- timers are told when the window opens), a workflow whose endpoint may
 -- start no call now: p_room is {"<endpoint>": calls it may still start}
 -- for the caller's constrained endpoints (service/endpoints.c; an endpoint
--- not named is not limited), for the workflows with endpoint_control. The counters are taken under their row's lock, so
--- they hold across instances; a row another transaction holds is passed
--- over this time (never waited for). The runs that take a slot are marked
+-- not named is not limited), for the workflows with endpoint_control. The
+-- counters are taken under their row's lock, so they hold across instances;
+-- a row another transaction holds is passed over this time (never waited
+-- for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
 -- (hf_release_slot, hf_release_key_slot).
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,

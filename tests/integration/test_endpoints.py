@@ -119,3 +119,25 @@ def test_a_webhook_down_for_ten_seconds_opens_the_breaker_and_burns_no_attempts(
     ep = [e for e in service.api.get("/v1/endpoints").json()["endpoints"]
           if e["endpoint"] == origin][0]
     assert ep["breaker_opens"] >= 1 and ep["last_error"], ep
+
+
+@pytest.mark.service_env(HOOKFLOW_ENDPOINT_CONTROL="off")
+def test_endpoint_control_off_for_the_instance_tracks_nothing(service, webhook):
+    webhook.route("/steps", lambda req: Reply(429, {"error": "busy"}) if req.attempt == 1
+                  else Reply(200, {"outcome": "succeed"}))
+    service.api.put_workflow("off", webhook.url())
+    service.api.submit("off", run_id="off1")
+    assert service.api.wait_terminal("off1")["status"] == "succeeded"
+    eps = service.api.get("/v1/endpoints").json()
+    assert eps["enabled"] is False and eps["endpoints"] == [], eps
+
+
+def test_a_workflow_with_endpoint_control_off_is_left_out(service, webhook):
+    webhook.route("/steps", lambda req: Reply(429, {"error": "busy"}) if req.attempt == 1
+                  else Reply(200, {"outcome": "succeed"}))
+    wf = service.api.put_workflow("free", webhook.url(), endpoint_control=False)
+    assert wf["endpoint_control"] is False and wf["endpoint"] == webhook.url("/steps").rsplit("/steps", 1)[0]
+    service.api.submit("free", run_id="free1")
+    assert service.api.wait_terminal("free1")["status"] == "succeeded"
+    eps = service.api.get("/v1/endpoints").json()
+    assert eps["enabled"] is True and eps["endpoints"] == [], eps
