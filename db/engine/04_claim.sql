@@ -47,11 +47,18 @@ DECLARE
 	wrapped boolean;
 	skip_wf boolean := false;
 	probes integer := 0;
-	l record;
+	lw text;                 -- the lane being visited
+	lk text;
+	got_lane boolean;
+	buf_w text[] := '{}';    -- the next lanes, fetched a batch at a time
+	buf_k text[] := '{}';
+	buf_kc integer[];        -- their key limit (0: none, -1: key locked elsewhere)
+	buf_free integer[];      -- their key's free slots (NULL: no key limit)
+	bi integer := 1;
+	bsize integer;
 	wf workflow;
 	wf_free integer;
 	key_free integer;
-	kc integer;              -- the key's concurrency limit (0: none)
 	lane_p integer[] := '{}';
 	lane_w text[] := '{}';
 	lane_k text[] := '{}';
@@ -73,8 +80,17 @@ DECLARE
 	e_i integer;
 	i integer;
 	q integer;
-	got text[];
 	cand text[] := '{}';
+	lane_q integer[];        -- what a lane is offered in this pass
+	lane_n integer[];        -- what it took in this pass
+	lane_got integer[];      -- what it took in all
+	lane_full boolean[];     -- it took all it was offered: it may have more
+	took_i integer[];
+	took_id text[];
+	pass integer;
+	left_ integer;
+	budget integer;
+	t_k integer;
 	slot_ids text[] := '{}';
 	key_ids text[] := '{}';
 	n integer := 0;
@@ -101,27 +117,94 @@ BEGIN
 	END IF;
 
 	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
-	-- every lane was seen, within a bounded number of index probes.
+	-- every lane was seen, visiting at most 4 x p_limit + 16 lanes.
 	WHILE lvl IS NOT NULL AND cardinality(lane_p) < p_limit AND probes < 4 * p_limit + 16 LOOP
-		probes := probes + 1;
-		IF skip_wf THEN  -- the next workflow's first lane
-			SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k INTO l
-			FROM run r WHERE r.status = 'pending' AND r.priority = lvl AND r.workflow > cw
-			ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1;
-			skip_wf := false;
-		ELSE
-			SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k INTO l
-			FROM run r WHERE r.status = 'pending' AND r.priority = lvl
-			  AND (r.workflow, coalesce(r.concurrency_key, '')) > (cw, ck)
-			ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1;
+		IF skip_wf THEN  -- past the rest of this workflow's buffered lanes
+			WHILE bi <= cardinality(buf_w) AND buf_w[bi] = cw LOOP
+				bi := bi + 1;
+			END LOOP;
 		END IF;
-		IF NOT FOUND AND NOT wrapped THEN
+		IF bi > cardinality(buf_w) THEN
+			-- The next lanes from the position, one index probe each in one
+			-- statement (a skip scan of run_claim_lane), then their key
+			-- limits and counts in two more.
+			bsize := least(p_limit, 64);
+			IF skip_wf THEN  -- from the next workflow's first lane
+				WITH RECURSIVE s(w, k, n) AS (
+					(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
+					 WHERE r.status = 'pending' AND r.priority = lvl AND r.workflow > cw
+					 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
+					UNION ALL
+					SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
+						SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
+						WHERE r.status = 'pending' AND r.priority = lvl
+						  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
+						ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
+					WHERE s.n < bsize)
+				SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
+				       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
+			ELSE
+				WITH RECURSIVE s(w, k, n) AS (
+					(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
+					 WHERE r.status = 'pending' AND r.priority = lvl
+					   AND (r.workflow, coalesce(r.concurrency_key, '')) > (cw, ck)
+					 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
+					UNION ALL
+					SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
+						SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
+						WHERE r.status = 'pending' AND r.priority = lvl
+						  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
+						ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
+					WHERE s.n < bsize)
+				SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
+				       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
+			END IF;
+			bi := 1;
+			-- The key limit of each lane, and the key's advisory lock where
+			-- there is one (a lane whose key another transaction holds gets
+			-- -1: nothing this time). cancel_active starts a key's new run
+			-- once the cancelled one's call has ended: one call of a key at
+			-- a time unless the workflow says more.
+			SELECT coalesce(array_agg(CASE
+				WHEN x.kc > 0 AND NOT pg_try_advisory_xact_lock(
+					hashtextextended(x.w || '/' || x.k, 724391)) THEN -1
+				ELSE x.kc END ORDER BY x.n), '{}') INTO buf_kc
+			FROM (SELECT t.n, t.w, t.k,
+				     CASE WHEN t.k = '' THEN 0
+					  WHEN w.key_concurrency > 0 THEN w.key_concurrency
+					  WHEN w.key_mode = 'cancel_active' THEN 1 ELSE 0 END AS kc
+			      FROM unnest(buf_w, buf_k) WITH ORDINALITY AS t(w, k, n)
+			      LEFT JOIN workflow w ON w.name = t.w) x;
+			-- Then, locks held, the counts: exact, as every change of a
+			-- key's count holds its lock (hf_release_key_slot too); a key
+			-- without a row holds no slot.
+			buf_free := array_fill(NULL::integer, ARRAY[cardinality(buf_w)]);
+			IF EXISTS (SELECT 1 FROM unnest(buf_kc) c WHERE c <> 0) THEN
+				SELECT array_agg(CASE WHEN buf_kc[t.n] < 0 THEN 0
+						      WHEN buf_kc[t.n] > 0
+						      THEN greatest(buf_kc[t.n] - coalesce(f.inflight, 0), 0) END
+						 ORDER BY t.n) INTO buf_free
+				FROM unnest(buf_w, buf_k) WITH ORDINALITY AS t(w, k, n)
+				LEFT JOIN flow_key f ON f.workflow = t.w AND f.key = t.k;
+			END IF;
+		END IF;
+		skip_wf := false;
+		got_lane := bi <= cardinality(buf_w);
+		IF got_lane THEN
+			probes := probes + 1;
+			lw := buf_w[bi];
+			lk := buf_k[bi];
+			key_free := buf_free[bi];
+			bi := bi + 1;
+		END IF;
+		IF NOT got_lane AND NOT wrapped THEN
 			wrapped := true;
 			cw := '';
 			ck := '';
+			buf_w := '{}';
 			CONTINUE;
 		END IF;
-		IF NOT FOUND OR (lap_w IS NOT NULL AND wrapped AND (l.w, l.k) > (lap_w, lap_k)) THEN
+		IF NOT got_lane OR (lap_w IS NOT NULL AND wrapped AND (lw, lk) > (lap_w, lap_k)) THEN
 			-- This level's lap is done: the next priority, from its start.
 			SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
 			  AND r.priority > lvl ORDER BY r.priority LIMIT 1;
@@ -129,22 +212,23 @@ BEGIN
 			ck := '';
 			lap_w := NULL;
 			lap_k := NULL;
+			buf_w := '{}';
 			CONTINUE;
 		END IF;
-		cw := l.w;
-		ck := l.k;
+		cw := lw;
+		ck := lk;
 		vis_p := lvl;
-		vis_w := l.w;
-		vis_k := l.k;
+		vis_w := lw;
+		vis_k := lk;
 
-		IF wf.name IS DISTINCT FROM l.w THEN
-			SELECT * INTO wf FROM workflow x WHERE x.name = l.w;
-			IF wf.max_concurrency > 0 AND NOT (l.w = ANY (caps)) THEN
+		IF wf.name IS DISTINCT FROM lw THEN
+			SELECT * INTO wf FROM workflow x WHERE x.name = lw;
+			IF wf.max_concurrency > 0 AND NOT (lw = ANY (caps)) THEN
 				-- The slot counter under the row's lock (the latest
 				-- committed value); locked elsewhere: pass over it.
 				SELECT greatest(wf.max_concurrency - x.inflight, 0) INTO wf_free
-				FROM workflow x WHERE x.name = l.w FOR NO KEY UPDATE SKIP LOCKED;
-				caps := caps || l.w;
+				FROM workflow x WHERE x.name = lw FOR NO KEY UPDATE SKIP LOCKED;
+				caps := caps || lw;
 				caps_free := caps_free || coalesce(wf_free, 0);
 			END IF;
 		END IF;
@@ -157,54 +241,35 @@ BEGIN
 				e_i := cardinality(eps);
 			END IF;
 		END IF;
-		IF wf.paused OR caps_free[array_position(caps, l.w)] = 0 OR eps_free[e_i] = 0 THEN
+		IF wf.paused OR caps_free[array_position(caps, lw)] = 0 OR eps_free[e_i] = 0 THEN
 			skip_wf := true;
 			CONTINUE;
 		END IF;
 
-		key_free := NULL;
-		-- cancel_active starts a key's new run once the cancelled one's call
-		-- has ended: one call of a key at a time unless the workflow says more.
-		kc := CASE WHEN wf.key_concurrency > 0 THEN wf.key_concurrency
-			   WHEN wf.key_mode = 'cancel_active' THEN 1 ELSE 0 END;
-		IF kc > 0 AND l.k <> '' THEN
-			-- The key's slot counter under its row's lock. A key that holds
-			-- no slot has no row; an advisory lock keeps two claims from
-			-- inserting it at once.
-			CONTINUE WHEN NOT pg_try_advisory_xact_lock(
-				hashtextextended(l.w || '/' || l.k, 724391));
-			SELECT greatest(kc - f.inflight, 0) INTO key_free
-			FROM flow_key f WHERE f.workflow = l.w AND f.key = l.k FOR UPDATE SKIP LOCKED;
-			IF NOT FOUND THEN
-				CONTINUE WHEN EXISTS (SELECT 1 FROM flow_key f
-						      WHERE f.workflow = l.w AND f.key = l.k);
-				key_free := kc;
-			END IF;
-			CONTINUE WHEN key_free = 0;
-		END IF;
+		CONTINUE WHEN key_free = 0;  -- its key is at its limit (or locked)
 
 		r_i := NULL;
 		IF wf.rate_limit > 0 THEN
 			-- The calls the rate limit still allows in the period, for the
 			-- workflow or the key: the window's start times under the
 			-- bucket's lock (an advisory lock guards the first insert).
-			bk := CASE WHEN wf.rate_per_key THEN l.k ELSE '' END;
-			r_i := array_position(rates, l.w || '/' || bk);
+			bk := CASE WHEN wf.rate_per_key THEN lk ELSE '' END;
+			r_i := array_position(rates, lw || '/' || bk);
 			IF r_i IS NULL THEN
 				starts := NULL;
-				IF pg_try_advisory_xact_lock(hashtextextended('rate/' || l.w || '/' || bk, 724391))
+				IF pg_try_advisory_xact_lock(hashtextextended('rate/' || lw || '/' || bk, 724391))
 				THEN
 					SELECT array(SELECT t FROM unnest(f.starts) t
 						     WHERE t > clock_timestamp() - make_interval(secs => wf.rate_period_ms / 1000.0)
 						     ORDER BY t) INTO starts
-					FROM flow_rate f WHERE f.workflow = l.w AND f.key = bk FOR UPDATE SKIP LOCKED;
+					FROM flow_rate f WHERE f.workflow = lw AND f.key = bk FOR UPDATE SKIP LOCKED;
 					IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM flow_rate f
-								     WHERE f.workflow = l.w AND f.key = bk) THEN
+								     WHERE f.workflow = lw AND f.key = bk) THEN
 						starts := '{}';
 					END IF;
 				END IF;
-				rates := rates || (l.w || '/' || bk);
-				rates_wf := rates_wf || l.w;
+				rates := rates || (lw || '/' || bk);
+				rates_wf := rates_wf || lw;
 				rates_key := rates_key || bk;
 				rates_ms := rates_ms || wf.rate_period_ms;
 				rates_free := rates_free || CASE WHEN starts IS NULL THEN 0
@@ -223,62 +288,128 @@ BEGIN
 			END IF;
 		END IF;
 		lane_p := lane_p || lvl;
-		lane_w := lane_w || l.w;
-		lane_k := lane_k || l.k;
+		lane_w := lane_w || lw;
+		lane_k := lane_k || lk;
 		lane_room := lane_room || key_free;
 		lane_rate := lane_rate || r_i;
 		lane_ep := lane_ep || e_i;
 	END LOOP;
 
-	-- Share the batch among the lanes, in visiting order: each takes its
-	-- share of what is left, within its free slots.
-	FOR i IN 1 .. cardinality(lane_p) LOOP
-		q := ceil((p_limit - cardinality(cand))::numeric / (cardinality(lane_p) - i + 1));
-		q := least(q, lane_room[i]);
-		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
-			q := least(q, caps_free[array_position(caps, lane_w[i])]);
+	-- Share the batch among the lanes in visiting order, within their key's
+	-- free slots and the shared room (a workflow's slots, a rate window, an
+	-- endpoint: reserved here, the unused part given back below), take
+	-- every lane's runs in one statement, then offer what is left to the
+	-- lanes that took all they were offered.
+	lane_got := array_fill(0, ARRAY[cardinality(lane_p)]);
+	lane_full := array_fill(true, ARRAY[cardinality(lane_p)]);
+	FOR pass IN 1 .. 2 LOOP
+		left_ := p_limit - cardinality(cand);
+		n := (SELECT count(*) FROM unnest(lane_full) x WHERE x);
+		EXIT WHEN left_ <= 0 OR n = 0;
+		budget := left_;
+		lane_q := array_fill(0, ARRAY[cardinality(lane_p)]);
+		FOR i IN 1 .. cardinality(lane_p) LOOP
+			CONTINUE WHEN NOT lane_full[i];
+			q := least(ceil(left_::numeric / n), budget, lane_room[i] - lane_got[i],
+				   rates_free[lane_rate[i]], eps_free[lane_ep[i]],
+				   caps_free[array_position(caps, lane_w[i])]);
+			IF q <= 0 THEN
+				-- passed over for want of shared room: the next claim
+				-- starts from it
+				unserved := unserved OR pass = 1;
+				lane_full[i] := false;
+				CONTINUE;
+			END IF;
+			lane_q[i] := q;
+			budget := budget - q;
+			IF array_position(caps, lane_w[i]) IS NOT NULL THEN
+				caps_free[array_position(caps, lane_w[i])] :=
+					caps_free[array_position(caps, lane_w[i])] - q;
+			END IF;
+			IF lane_rate[i] IS NOT NULL THEN
+				rates_free[lane_rate[i]] := rates_free[lane_rate[i]] - q;
+			END IF;
+			IF lane_ep[i] IS NOT NULL THEN
+				eps_free[lane_ep[i]] := eps_free[lane_ep[i]] - q;
+			END IF;
+		END LOOP;
+		SELECT coalesce(array_agg(x.i), '{}'), coalesce(array_agg(x.run_id), '{}')
+		INTO took_i, took_id
+		FROM generate_subscripts(lane_p, 1) AS t(i) CROSS JOIN LATERAL (
+			SELECT t.i, r.run_id FROM run r
+			WHERE r.status = 'pending' AND r.priority = lane_p[t.i]
+			  AND r.workflow = lane_w[t.i] AND coalesce(r.concurrency_key, '') = lane_k[t.i]
+			  AND r.run_id <> ALL (cand)  -- a row this claim holds is not skipped
+			ORDER BY r.seq LIMIT lane_q[t.i] FOR UPDATE SKIP LOCKED) x
+		WHERE lane_q[t.i] > 0;
+		cand := cand || took_id;
+		lane_n := array_fill(0, ARRAY[cardinality(lane_p)]);
+		FOR t_k IN 1 .. cardinality(took_i) LOOP
+			i := took_i[t_k];
+			lane_n[i] := lane_n[i] + 1;
+			IF array_position(caps, lane_w[i]) IS NOT NULL THEN
+				slot_ids := slot_ids || took_id[t_k];
+			END IF;
+			IF lane_room[i] IS NOT NULL THEN
+				key_ids := key_ids || took_id[t_k];
+			END IF;
+		END LOOP;
+		FOR i IN 1 .. cardinality(lane_p) LOOP
+			CONTINUE WHEN lane_q[i] = 0;
+			q := lane_n[i];
+			IF q > 0 THEN
+				served := i;
+			END IF;
+			IF array_position(caps, lane_w[i]) IS NOT NULL THEN
+				caps_free[array_position(caps, lane_w[i])] :=
+					caps_free[array_position(caps, lane_w[i])] + lane_q[i] - q;
+			END IF;
+			IF lane_rate[i] IS NOT NULL THEN
+				rates_free[lane_rate[i]] := rates_free[lane_rate[i]] + lane_q[i] - q;
+			END IF;
+			IF lane_ep[i] IS NOT NULL THEN
+				eps_free[lane_ep[i]] := eps_free[lane_ep[i]] + lane_q[i] - q;
+			END IF;
+			lane_got[i] := lane_got[i] + q;
+			lane_full[i] := q = lane_q[i];
+		END LOOP;
+	END LOOP;
+
+	-- The counters, for what was taken: a capped workflow's slots, the key
+	-- slots (one statement), the rate windows.
+	FOR i IN 1 .. cardinality(caps) LOOP
+		q := 0;
+		FOR t_k IN 1 .. cardinality(lane_p) LOOP
+			IF lane_w[t_k] = caps[i] THEN
+				q := q + lane_got[t_k];
+			END IF;
+		END LOOP;
+		IF q > 0 THEN
+			UPDATE workflow SET inflight = inflight + q WHERE name = caps[i];
 		END IF;
-		q := least(q, rates_free[lane_rate[i]], eps_free[lane_ep[i]]);
-		IF q <= 0 THEN
-			unserved := true;
-			CONTINUE;
-		END IF;
-		SELECT array_agg(x.run_id) INTO got FROM (
-			SELECT r.run_id FROM run r
-			WHERE r.status = 'pending' AND r.priority = lane_p[i] AND r.workflow = lane_w[i]
-			  AND coalesce(r.concurrency_key, '') = lane_k[i]
-			ORDER BY r.seq LIMIT q FOR UPDATE SKIP LOCKED) x;
-		CONTINUE WHEN got IS NULL;
-		served := i;
-		cand := cand || got;
-		IF array_position(caps, lane_w[i]) IS NOT NULL THEN
-			caps_free[array_position(caps, lane_w[i])] :=
-				caps_free[array_position(caps, lane_w[i])] - cardinality(got);
-			UPDATE workflow SET inflight = inflight + cardinality(got) WHERE name = lane_w[i];
-			slot_ids := slot_ids || got;
-		END IF;
-		IF lane_room[i] IS NOT NULL THEN
-			INSERT INTO flow_key AS f (workflow, key, inflight)
-			VALUES (lane_w[i], lane_k[i], cardinality(got))
-			ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
-			key_ids := key_ids || got;
-		END IF;
-		IF lane_ep[i] IS NOT NULL THEN
-			eps_free[lane_ep[i]] := eps_free[lane_ep[i]] - cardinality(got);
-		END IF;
-		r_i := lane_rate[i];
-		IF r_i IS NOT NULL THEN
-			rates_free[r_i] := rates_free[r_i] - cardinality(got);
-			INSERT INTO flow_rate AS f (workflow, key, starts, expires_at)
-			VALUES (rates_wf[r_i], rates_key[r_i],
-				array_fill(clock_timestamp(), ARRAY[cardinality(got)]),
-				clock_timestamp() + make_interval(secs => rates_ms[r_i] / 1000.0))
-			ON CONFLICT (workflow, key) DO UPDATE SET
-				starts = array(SELECT t FROM unnest(f.starts) t
-					       WHERE t > clock_timestamp() - make_interval(secs => rates_ms[r_i] / 1000.0)
-					       ORDER BY t) || EXCLUDED.starts,
-				expires_at = EXCLUDED.expires_at;
-		END IF;
+	END LOOP;
+	IF cardinality(key_ids) > 0 THEN
+		INSERT INTO flow_key AS f (workflow, key, inflight)
+		SELECT lane_w[t.i], lane_k[t.i], lane_got[t.i] FROM generate_subscripts(lane_p, 1) AS t(i)
+		WHERE lane_room[t.i] IS NOT NULL AND lane_got[t.i] > 0
+		ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
+	END IF;
+	FOR r_i IN 1 .. cardinality(rates) LOOP
+		q := 0;
+		FOR t_k IN 1 .. cardinality(lane_p) LOOP
+			IF lane_rate[t_k] = r_i THEN
+				q := q + lane_got[t_k];
+			END IF;
+		END LOOP;
+		CONTINUE WHEN q = 0;
+		INSERT INTO flow_rate AS f (workflow, key, starts, expires_at)
+		VALUES (rates_wf[r_i], rates_key[r_i], array_fill(clock_timestamp(), ARRAY[q]),
+			clock_timestamp() + make_interval(secs => rates_ms[r_i] / 1000.0))
+		ON CONFLICT (workflow, key) DO UPDATE SET
+			starts = array(SELECT t FROM unnest(f.starts) t
+				       WHERE t > clock_timestamp() - make_interval(secs => rates_ms[r_i] / 1000.0)
+				       ORDER BY t) || EXCLUDED.starts,
+			expires_at = EXCLUDED.expires_at;
 	END LOOP;
 
 	IF cardinality(cand) > 0 THEN

@@ -28,8 +28,9 @@ class H(http.server.BaseHTTPRequestHandler):
 
 
 srv = http.server.ThreadingHTTPServer((host, int(port)), H)
-sys.stderr.write("fake hookflow listening on %s db=%s argv=%s\n" % (port, os.environ.get("HOOKFLOW_DATABASE_URL"),
-                                                                   sys.argv[1:]))
+# The same words as hookflow's own line: the harness waits for them.
+sys.stderr.write("fake hookflow: info http listening port=%s db=%s argv=%s\n"
+                 % (port, os.environ.get("HOOKFLOW_DATABASE_URL"), sys.argv[1:]))
 sys.stderr.flush()
 
 

@@ -447,6 +447,7 @@ class Service:
         self.binary = binary
         self.db = db
         self.log_path = log_path
+        self.auto_port = port is None  # free_port() chose it: another may be chosen
         self.port = port or free_port()
         self.env_overrides = dict(env)
         self.proc = None
@@ -485,6 +486,7 @@ class Service:
             raise ServiceError("service binary %s does not exist (run `make`)" % self.binary)
         self.signalled = False
         log = open(self.log_path, "ab")
+        self._log_start = log.tell()
         log.write(b"\n===== start %s (%s) =====\n" % (time.strftime("%H:%M:%S").encode(), self.binary.encode()))
         log.flush()
         try:
@@ -493,8 +495,32 @@ class Service:
         finally:
             log.close()
         if wait_ready:
-            self.wait_ready(timeout)
+            try:
+                self.wait_ready(timeout)
+            except ServiceError:
+                # The port free_port() chose was taken before hookflow bound it
+                # (tests run in parallel): another port, once.
+                if not (self.auto_port and self._bind_failed()) or getattr(self, "_rebound", False):
+                    raise
+                self._rebound = True
+                self.port = free_port()
+                self.base_url = "http://127.0.0.1:%d" % self.port
+                self.api = Api(self.base_url, token=self._first_token())
+                return self.start(wait_ready, timeout)
         return self
+
+    def _bind_failed(self):
+        with open(self.log_path, "rb") as f:
+            f.seek(getattr(self, "_log_start", 0))
+            return b"cannot listen on" in f.read()
+
+    def _listening(self):
+        """Whether this start of the process logged that it listens: a /readyz
+        answer before that comes from some other process that took the port
+        between free_port() and the bind (tests run in parallel)."""
+        with open(self.log_path, "rb") as f:
+            f.seek(getattr(self, "_log_start", 0))
+            return b" http listening " in f.read()
 
     def wait_ready(self, timeout=30.0):
         probe = Api(self.base_url, timeout=2)
@@ -503,6 +529,8 @@ class Service:
             if self.proc.poll() is not None:
                 raise ServiceError("hookflow exited with %s before becoming ready; log tail:\n%s"
                                    % (self.proc.returncode, self.log_tail()))
+            if not self._listening():
+                return False
             try:
                 return probe.get("/readyz").status == 200
             except OSError:
