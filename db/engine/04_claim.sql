@@ -56,6 +56,8 @@ DECLARE
 	buf_free integer[];      -- their key's free slots (NULL: no key limit)
 	bi integer := 1;
 	bsize integer;
+	sw text;                 -- where the next batch of lanes starts
+	sk text;
 	wf workflow;
 	wf_free integer;
 	key_free integer;
@@ -128,38 +130,32 @@ BEGIN
 			-- The next lanes from the position, one index probe each in one
 			-- statement (a skip scan of run_claim_lane), then their key
 			-- limits and counts in two more.
-			bsize := least(p_limit, 64);
-			IF skip_wf THEN  -- from the next workflow's first lane
-				WITH RECURSIVE s(w, k, n) AS (
-					(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
-					 WHERE r.status = 'pending' AND r.priority = lvl AND r.workflow > cw
-					 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
-					UNION ALL
-					SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
-						SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
-						WHERE r.status = 'pending' AND r.priority = lvl
-						  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
-						ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
-					WHERE s.n < bsize)
-				SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
-				       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
-			ELSE
-				WITH RECURSIVE s(w, k, n) AS (
-					(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
-					 WHERE r.status = 'pending' AND r.priority = lvl
-					   AND (r.workflow, coalesce(r.concurrency_key, '')) > (cw, ck)
-					 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
-					UNION ALL
-					SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
-						SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
-						WHERE r.status = 'pending' AND r.priority = lvl
-						  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
-						ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
-					WHERE s.n < bsize)
-				SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
-				       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
+			bsize := least(p_limit, 64) + 1;  -- the lane it starts at too
+			-- From the next workflow's first lane, or on from the lane
+			-- just visited (the statement starts at it: it is left out).
+			sw := cw;
+			sk := ck;
+			IF skip_wf THEN
+				SELECT r.workflow INTO sw FROM run r
+				WHERE r.status = 'pending' AND r.priority = lvl AND r.workflow > cw
+				ORDER BY r.workflow LIMIT 1;
+				sk := '';
 			END IF;
-			bi := 1;
+			WITH RECURSIVE s(w, k, n) AS (
+				(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
+				 WHERE r.status = 'pending' AND r.priority = lvl
+				   AND (r.workflow, coalesce(r.concurrency_key, '')) >= (sw, sk)
+				 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
+				UNION ALL
+				SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
+					SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
+					WHERE r.status = 'pending' AND r.priority = lvl
+					  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
+					ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
+				WHERE s.n < bsize)
+			SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
+			       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
+			bi := CASE WHEN NOT skip_wf AND buf_w[1] = cw AND buf_k[1] = ck THEN 2 ELSE 1 END;
 			-- The key limit of each lane, and the key's advisory lock where
 			-- there is one (a lane whose key another transaction holds gets
 			-- -1: nothing this time). cancel_active starts a key's new run
@@ -205,13 +201,22 @@ BEGIN
 			CONTINUE;
 		END IF;
 		IF NOT got_lane OR (lap_w IS NOT NULL AND wrapped AND (lw, lk) > (lap_w, lap_k)) THEN
-			-- This level's lap is done: the next priority, from its start.
+			-- This level's lap is done: the next priority, from the cursor
+			-- when it names that priority, else from its start.
 			SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
 			  AND r.priority > lvl ORDER BY r.priority LIMIT 1;
 			cw := '';
 			ck := '';
 			lap_w := NULL;
 			lap_k := NULL;
+			wrapped := true;
+			IF (p_lane->>'priority')::integer = lvl THEN
+				cw := p_lane->>'workflow';
+				ck := p_lane->>'key';
+				lap_w := cw;
+				lap_k := ck;
+				wrapped := false;
+			END IF;
 			buf_w := '{}';
 			CONTINUE;
 		END IF;

@@ -66,11 +66,11 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
         # every key holds its one slot...
         "INSERT INTO flow_key (workflow, key, inflight) "
         "SELECT 'w', 'key' || lpad(g::text, 5, '0'), 1 FROM generate_series(1, %d) g;"
-        # ...and has ten runs queued (but for the first three)
+        # ...and has thirty runs queued (but for the first three)
         "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
         "seq, concurrency_key) SELECT 'r' || g || '-' || k, 'w', 'pending', 'j' || g || '-' || k, "
-        "'\\x00', 0, 3, g * 10 + k, 'key' || lpad(g::text, 5, '0') FROM generate_series(1, %d) g, "
-        "generate_series(1, 10) k;"
+        "'\\x00', 0, 3, g * 100 + k, 'key' || lpad(g::text, 5, '0') FROM generate_series(1, %d) g, "
+        "generate_series(1, 30) k;"
         "DELETE FROM flow_key WHERE key IN ('key00001', 'key00002', 'key00003');"
         "ANALYZE run; ANALYZE flow_key;"
         # From the start, the three keys with a free slot get one run each
@@ -85,9 +85,10 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
     plan = json.loads("\n".join(r[0] for r in rows[2:]))[0]["Plan"]
     blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
     # Now every key is at its limit: the claim passes over 4 x 10 + 16 of
-    # them, about 8 blocks each (the lane's probe, its key's row), and takes
-    # nothing: its one row is the lane where it stopped.
+    # them, about 11 blocks each (the lane's probe in a batch of 11, its
+    # key's lock and row), and takes nothing: its one row is the lane where
+    # it stopped. A scan would read every page of the table.
     assert plan["Actual Rows"] == 1, plan
-    assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
-    assert blocks < 600, "a claim among %d keys touched %d blocks of a %d-page table" % (
+    assert pages > 4000, "the table should be large enough to tell (%d pages)" % pages
+    assert blocks < 1000, "a claim among %d keys touched %d blocks of a %d-page table" % (
         KEYS, blocks, pages)
