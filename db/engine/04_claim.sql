@@ -45,6 +45,7 @@ DECLARE
 	lap_w text;              -- the lap of this level ends after this lane
 	lap_k text;
 	wrapped boolean;
+	entering boolean := true;  -- the visit enters priority lvl
 	skip_wf boolean := false;
 	probes integer := 0;
 	lw text;                 -- the lane being visited
@@ -105,22 +106,30 @@ DECLARE
 BEGIN
 	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
 	ORDER BY r.priority LIMIT 1;
-	cw := '';  -- '' sorts before every workflow name: the level's start
-	ck := '';
-	wrapped := true;
-	IF (p_lane->>'priority')::integer = lvl THEN
-		-- The lap goes on after the cursor, wraps to the level's start
-		-- and ends with the cursor's lane.
-		cw := p_lane->>'workflow';
-		ck := p_lane->>'key';
-		lap_w := cw;
-		lap_k := ck;
-		wrapped := false;
-	END IF;
 
 	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
 	-- every lane was seen, visiting at most 4 x p_limit + 16 lanes.
 	WHILE lvl IS NOT NULL AND cardinality(lane_p) < p_limit AND probes < 4 * p_limit + 16 LOOP
+		IF entering THEN
+			-- A priority's lap goes on after the cursor when the cursor is
+			-- at that priority, wraps to the priority's start ('' sorts
+			-- before every workflow name) and ends with the cursor's lane;
+			-- else it goes from the start to the end.
+			entering := false;
+			cw := '';
+			ck := '';
+			lap_w := NULL;
+			lap_k := NULL;
+			wrapped := true;
+			buf_w := '{}';
+			IF (p_lane->>'priority')::integer = lvl THEN
+				cw := p_lane->>'workflow';
+				ck := p_lane->>'key';
+				lap_w := cw;
+				lap_k := ck;
+				wrapped := false;
+			END IF;
+		END IF;
 		IF skip_wf THEN  -- past the rest of this workflow's buffered lanes
 			WHILE bi <= cardinality(buf_w) AND buf_w[bi] = cw LOOP
 				bi := bi + 1;
@@ -201,23 +210,10 @@ BEGIN
 			CONTINUE;
 		END IF;
 		IF NOT got_lane OR (lap_w IS NOT NULL AND wrapped AND (lw, lk) > (lap_w, lap_k)) THEN
-			-- This level's lap is done: the next priority, from the cursor
-			-- when it names that priority, else from its start.
+			-- This priority's lap is done: the next priority.
 			SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
 			  AND r.priority > lvl ORDER BY r.priority LIMIT 1;
-			cw := '';
-			ck := '';
-			lap_w := NULL;
-			lap_k := NULL;
-			wrapped := true;
-			IF (p_lane->>'priority')::integer = lvl THEN
-				cw := p_lane->>'workflow';
-				ck := p_lane->>'key';
-				lap_w := cw;
-				lap_k := ck;
-				wrapped := false;
-			END IF;
-			buf_w := '{}';
+			entering := true;
 			CONTINUE;
 		END IF;
 		cw := lw;

@@ -1,7 +1,7 @@
 // With the database stopped under a running service: /readyz answers 503,
 // /healthz and /metrics still answer, and every /v1 operation answers 503
 // `unavailable` (each request is well-formed, so only the database can fail it),
-// but GET /v1/whoami, which reads no database.
+// but GET /v1/whoami and GET /v1/endpoints, which read no database.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { loadEnv, makeClient, Recorder } from "./client";
@@ -24,9 +24,11 @@ test("readyz 503, healthz 200, metrics 200 with hookflow_up 0", async () => {
 });
 
 test("every /v1 operation answers 503 unavailable", async () => {
-  // GET /v1/whoami reads no database: it still answers.
-  assert.equal((await sendSample(api, "GET /v1/whoami")).status, 200);
-  const ops = contract.operations().filter((o) => o.path.startsWith("/v1/") && o.path !== "/v1/whoami");
+  // GET /v1/whoami and GET /v1/endpoints (this instance's table) read no
+  // database: they still answer.
+  const local = ["/v1/whoami", "/v1/endpoints"];
+  for (const path of local) assert.equal((await sendSample(api, `GET ${path}`)).status, 200, path);
+  const ops = contract.operations().filter((o) => o.path.startsWith("/v1/") && !local.includes(o.path));
   for (const { method, path } of ops) {
     const key = `${method} ${path}`;
     const r = await sendSample(api, key);

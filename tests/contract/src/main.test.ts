@@ -275,6 +275,59 @@ test("workflows: the signing secret rotates, is shown once, and PUT without it k
   status(await api.DELETE("/v1/workflows/{name}", { params: { path: { name } } }), 204);
 });
 
+test("workflows: flow-control settings; submissions skipped by key_mode; GET /v1/endpoints", async () => {
+  const name = "ct-flow";
+  const wf = status(
+    await api.PUT("/v1/workflows/{name}", {
+      params: { path: { name } },
+      body: { url: hook.url("/step"), key_mode: "skip", rate_limit: { limit: 5, period_ms: 1000 }, endpoint_control: false },
+    }),
+    201,
+  ).data!;
+  assert.equal(wf.key_mode, "skip");
+  assert.deepEqual(wf.rate_limit, { limit: 5, period_ms: 1000, per_key: false });
+  assert.equal(wf.endpoint_control, false);
+  assert.equal(wf.debounce_ms, null);
+  const deb = status(
+    await api.PUT("/v1/workflows/{name}", {
+      params: { path: { name: "ct-debounce" } },
+      body: { url: hook.url("/step"), key_mode: "debounce", debounce_ms: 60000, debounce_max_ms: 120000 },
+    }),
+    201,
+  ).data!;
+  assert.equal(deb.debounce_ms, 60000);
+  assert.equal(deb.rate_limit, null);
+  const bad = (body: Record<string, unknown>) =>
+    api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: { url: hook.url("/step"), ...body } as any });
+  assert.match(error(await bad({ key_mode: "later" }), 400, "invalid_argument"), /key_mode/);
+  assert.match(error(await bad({ key_mode: "debounce" }), 400, "invalid_argument"), /debounce_ms/);
+  assert.match(error(await bad({ debounce_ms: 5 }), 400, "invalid_argument"), /debounce_ms/);
+  assert.match(error(await bad({ rate_limit: { limit: 0, period_ms: 1 } }), 400, "invalid_argument"), /rate_limit.limit/);
+  assert.match(error(await bad({ rate_limit: { limit: 1 } }), 400, "invalid_argument"), /rate_limit.period_ms/);
+
+  // A debounced run waits a minute: the key's active run, so a skip workflow's
+  // second submission of the key is skipped.
+  const first = status(
+    await api.POST("/v1/runs", { body: { workflow: "ct-debounce", run_id: "ct-deb-1", concurrency_key: "k", input: 1 } }),
+    201,
+  ).data!;
+  assert.equal(first.skipped, false);
+  assert.equal(first.status, "scheduled");
+  status(await api.PUT("/v1/workflows/{name}", { params: { path: { name: "ct-deb-skip" } }, body: { url: hook.url("/step"), key_mode: "skip" } }), 201);
+  status(await api.POST("/v1/runs", { body: { workflow: "ct-deb-skip", run_id: "ct-skip-1", concurrency_key: "k", delay_ms: 60000 } }), 201);
+  const skipped = status(
+    await api.POST("/v1/runs", { body: { workflow: "ct-deb-skip", run_id: "ct-skip-2", concurrency_key: "k" } }),
+    200,
+  ).data!;
+  assert.equal(skipped.skipped, true);
+  assert.equal(skipped.run_id, "ct-skip-1");
+
+  const eps = status(await api.GET("/v1/endpoints"), 200).data!;
+  assert.equal(eps.enabled, true);
+  assert.ok(typeof eps.instance === "string" && eps.instance.length > 0);
+  assert.ok(Array.isArray(eps.endpoints));
+});
+
 test("workflows: key_concurrency, pause and resume (idempotent), PUT leaves paused alone", async () => {
   const name = "ct-pause";
   const created = status(

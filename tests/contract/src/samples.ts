@@ -17,6 +17,7 @@ export const SAMPLES: Record<string, Sample> = {
   "GET /openapi.yaml": { parseAs: "text" },
   "GET /": { parseAs: "text" },
   "GET /v1/whoami": {},
+  "GET /v1/endpoints": {},
   "GET /v1/workflows": { params: { query: { limit: 5 } } },
   "PUT /v1/workflows/{name}": {
     params: { path: { name: "ct-sample" } },
