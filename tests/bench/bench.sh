@@ -259,6 +259,25 @@ if ((HOLD_MS > 0)); then
 	inflight "$INFLIGHT" "$HOLD_MS" s4b
 fi
 pgbench_run
+# alternated_medians S BASE TEST: the medians of the SCALE_REPEAT alternated
+# rounds S<BASE>_k and S<TEST>_k: R[S<BASE>_steps_per_s] and, for the side
+# under test, R[S_steps_per_s]; every round's figure in R[S<BASE>_all] and
+# R[S_all]; the CPU split of the last round under test in R[S_hf_us] ...
+alternated_medians() {
+	local s=$1 base=$2 test=$3 k f a=() b=()
+	for ((k = 1; k <= SCALE_REPEAT; k++)); do
+		a+=("${R[${s}${base}_${k}_steps_per_s]}")
+		b+=("${R[${s}${test}_${k}_steps_per_s]}")
+	done
+	R[${s}${base}_steps_per_s]=$(median "${a[@]}")
+	R[${s}_steps_per_s]=$(median "${b[@]}")
+	R[${s}${base}_all]=$(IFS=,; echo "${a[*]}")
+	R[${s}_all]=$(IFS=,; echo "${b[*]}")
+	for f in hf_us pg_us wh_us lg_us other_pct; do
+		R[${s}_$f]=${R[${s}${test}_${SCALE_REPEAT}_$f]:-}
+	done
+}
+
 # Scale-out: one instance and two instances on one database, alternately,
 # SCALE_REPEAT times each, so that the machine's drift hits both sides; #6
 # compares the medians. (Comparing with #2, measured minutes earlier, mixed
@@ -267,18 +286,7 @@ for ((k = 1; k <= SCALE_REPEAT; k++)); do
 	throughput "scale_one_$k" "$RUNS10" "$STEPS" "s6one_$k" 1
 	throughput "scale_two_$k" "$RUNS10" "$STEPS" "s6two_$k" 2
 done
-one=() two=()
-for ((k = 1; k <= SCALE_REPEAT; k++)); do
-	one+=("${R[s6one_${k}_steps_per_s]}")
-	two+=("${R[s6two_${k}_steps_per_s]}")
-done
-R[s6one_steps_per_s]=$(median "${one[@]}")
-R[s6_steps_per_s]=$(median "${two[@]}")
-R[s6one_all]=$(IFS=,; echo "${one[*]}")
-R[s6_all]=$(IFS=,; echo "${two[*]}")
-for f in hf_us pg_us wh_us lg_us other_pct; do
-	R[s6_$f]=${R[s6two_${SCALE_REPEAT}_$f]:-}
-done
+alternated_medians s6 one two
 
 # Flow control's cost (issue 14): the same runs spread over 10,000
 # concurrency keys with key_concurrency set, against no key, alternately
@@ -287,18 +295,7 @@ for ((k = 1; k <= SCALE_REPEAT; k++)); do
 	throughput "flow_none_$k" "$RUNS10" "$STEPS" "s7none_$k" 1
 	throughput "flow_keys_$k" "$RUNS10" "$STEPS" "s7keys_$k" 1 0 10000
 done
-none=() keyed=()
-for ((k = 1; k <= SCALE_REPEAT; k++)); do
-	none+=("${R[s7none_${k}_steps_per_s]}")
-	keyed+=("${R[s7keys_${k}_steps_per_s]}")
-done
-R[s7none_steps_per_s]=$(median "${none[@]}")
-R[s7_steps_per_s]=$(median "${keyed[@]}")
-R[s7none_all]=$(IFS=,; echo "${none[*]}")
-R[s7_all]=$(IFS=,; echo "${keyed[*]}")
-for f in hf_us pg_us wh_us lg_us other_pct; do
-	R[s7_$f]=${R[s7keys_${SCALE_REPEAT}_$f]:-}
-done
+alternated_medians s7 none keys
 
 if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 	for n in "${SWEEP_RUNS[@]}"; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
