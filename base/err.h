@@ -12,23 +12,26 @@
 
 enum err_code {
 	ERR_OK = 0,
-	ERR_INVALID,          /* invalid_argument, 400 */
-	ERR_UNAUTHENTICATED,  /* 401 */
-	ERR_FORBIDDEN,        /* 403 */
-	ERR_NOT_FOUND,        /* 404 */
-	ERR_METHOD,           /* method_not_allowed, 405 */
-	ERR_CONFLICT,         /* conflict, 409 (generic) */
-	ERR_INPUT_MISMATCH,   /* 409 */
-	ERR_ALREADY_TERMINAL, /* 409 */
-	ERR_RUN_ACTIVE,       /* 409 */
-	ERR_GROUP_MISMATCH,   /* 409 */
-	ERR_GROUP_ACTIVE,     /* 409 */
-	ERR_WORKFLOW_IN_USE,  /* 409 */
-	ERR_TOO_LARGE,        /* payload_too_large, 413 */
-	ERR_MEDIA_TYPE,       /* unsupported_media_type, 415 */
-	ERR_INTERNAL,         /* 500 */
-	ERR_UNAVAILABLE,      /* 503 */
-	ERR_BUSY,             /* unavailable, 503: the database aborted a transaction for a
+	ERR_INVALID,           /* invalid_argument, 400 */
+	ERR_UNAUTHENTICATED,   /* 401 */
+	ERR_FORBIDDEN,         /* 403 */
+	ERR_NOT_FOUND,         /* 404 */
+	ERR_METHOD,            /* method_not_allowed, 405 */
+	ERR_CONFLICT,          /* conflict, 409 (generic) */
+	ERR_INPUT_MISMATCH,    /* 409 */
+	ERR_ALREADY_TERMINAL,  /* 409 */
+	ERR_RUN_ACTIVE,        /* 409 */
+	ERR_GROUP_MISMATCH,    /* 409 */
+	ERR_GROUP_ACTIVE,      /* 409 */
+	ERR_WORKFLOW_IN_USE,   /* 409 */
+	ERR_ALREADY_COMPLETED, /* 409: a pending step's attempt was already completed */
+	ERR_STALE_ATTEMPT,     /* 409: a delivery token of an older attempt or generation */
+	ERR_RUN_CANCELLED,     /* 409: the run was cancelled in that attempt */
+	ERR_TOO_LARGE,         /* payload_too_large, 413 */
+	ERR_MEDIA_TYPE,        /* unsupported_media_type, 415 */
+	ERR_INTERNAL,          /* 500 */
+	ERR_UNAVAILABLE,       /* 503 */
+	ERR_BUSY,              /* unavailable, 503: the database aborted a transaction for a
 		   * serialization failure or a deadlock; retried by db_tx_run */
 	ERR__COUNT
 };

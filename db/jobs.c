@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timefmt.h"
 #include "db/internal.h"
 
 /* The SELECT list of JOB_COLUMNS, after a constant first column (0) that
@@ -22,6 +23,15 @@ static const struct db_stmt q_settle_callbacks = {
 	"jobs_settle_callbacks", "SELECT id, outcome FROM hf_settle_callbacks($1::jsonb)", 1};
 static const struct db_stmt q_store_outputs = {"jobs_store_outputs",
 					       "SELECT hf_store_outputs($1::jsonb)", 1};
+static const struct db_stmt q_complete = {"jobs_complete",
+					  "SELECT outcome, run FROM hf_complete($1, $2::integer, "
+					  "$3::integer, $4::integer, $5::jsonb)",
+					  5};
+static const struct db_stmt q_heartbeat = {
+	"jobs_heartbeat",
+	"SELECT outcome, cancel_requested FROM hf_heartbeat($1, $2::integer, $3::integer,"
+	" $4::integer, $5::jsonb, $6::boolean)",
+	6};
 static const struct db_stmt q_sweep = {"jobs_sweep", "SELECT hf_sweep($1, $2, $3)", 3};
 static const struct db_stmt q_renew = {
 	"jobs_renew", "SELECT kind, id, cancel_requested FROM hf_renew($1, $2)", 2};
@@ -161,6 +171,8 @@ const char *db_settle_result_name(enum settle_result r)
 		return "transient_error";
 	case SETTLE_PERMANENT:
 		return "permanent_error";
+	case SETTLE_PENDING:
+		return "pending";
 	}
 	return "?";
 }
@@ -180,14 +192,24 @@ static json_t *encode(const struct settlement *s)
 		bad |= json_object_set_new(it, "http_status", json_integer(s->http_status));
 	if (s->reason != NULL)
 		bad |= json_object_set_new(it, "reason", json_string(s->reason));
-	if (s->result == SETTLE_TRANSIENT)
+	if (s->result == SETTLE_TRANSIENT && s->retry_delay_ms >= 0)
 		bad |= json_object_set_new(it, "retry_delay_ms", json_integer(s->retry_delay_ms));
+	if (s->result == SETTLE_PENDING) {
+		bad |= json_object_set_new(it, "timeout_ms", json_integer(s->timeout_ms));
+		if (s->heartbeat_timeout_ms > 0)
+			bad |= json_object_set_new(it, "heartbeat_timeout_ms",
+						   json_integer(s->heartbeat_timeout_ms));
+	}
 	if (s->result == SETTLE_CONTINUE) {
 		bad |= json_object_set(it, "payload", s->payload ? s->payload : json_null());
 		if (s->wait_key != NULL) {
 			bad |= json_object_set_new(it, "wait_key", json_string(s->wait_key)) |
 			       json_object_set_new(it, "wait_timeout_ms",
 						   json_integer(s->wait_timeout_ms));
+		} else if (s->run_at_ms > 0) {
+			char at[TIMEFMT_RFC3339_LEN + 1];
+			timefmt_rfc3339(s->run_at_ms, at);
+			bad |= json_object_set_new(it, "run_at", json_string(at));
 		} else if (s->delay_ms > 0) {
 			bad |= json_object_set_new(it, "delay_ms", json_integer(s->delay_ms));
 		}
@@ -455,4 +477,80 @@ enum err_code db_jobs_reap(struct db_conn *c, const char *owner, int limit, int 
 	snprintf(lim, sizeof lim, "%d", limit);
 	const char *p[2] = {owner, lim};
 	return one_int(c, &q_reap, p, n, e);
+}
+
+/* The error of hf_complete's or hf_heartbeat's outcome `o` for attempt `a`
+ * (ERR_OK for "completed" and "ok"). */
+static enum err_code attempt_outcome(const char *o, const struct attempt_ref *a, struct err *e)
+{
+	if (strcmp(o, "completed") == 0 || strcmp(o, "ok") == 0)
+		return ERR_OK;
+	if (strcmp(o, "not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "run %s not found", a->run_id);
+	if (strcmp(o, "already_completed") == 0)
+		return err_set(e, ERR_ALREADY_COMPLETED,
+			       "step %d attempt %d of run %s was already completed", a->step,
+			       a->attempt, a->run_id);
+	if (strcmp(o, "run_cancelled") == 0)
+		return err_set(e, ERR_RUN_CANCELLED, "run %s was cancelled", a->run_id);
+	return err_set(e, ERR_STALE_ATTEMPT,
+		       "step %d attempt %d (generation %d) of run %s is no longer the current "
+		       "attempt",
+		       a->step, a->attempt, a->generation, a->run_id);
+}
+
+static void attempt_params(const struct attempt_ref *a, char gen[16], char step[16], char att[16])
+{
+	snprintf(gen, 16, "%d", a->generation);
+	snprintf(step, 16, "%d", a->step);
+	snprintf(att, 16, "%d", a->attempt);
+}
+
+enum err_code db_jobs_complete(struct db_conn *c, const struct attempt_ref *a,
+			       const struct settlement *s, json_t **run, struct err *e)
+{
+	*run = NULL;
+	struct settlement item = *s; /* a shallow copy: borrows what s owns */
+	item.kind = JOB_STEP;
+	item.id = (char *)a->run_id;
+	json_t *it = encode(&item);
+	if (it != NULL) {
+		json_object_del(it, "run_id");
+		json_object_del(it, "claim_token");
+	}
+	char *text = it ? json_dumps(it, JSON_COMPACT) : NULL;
+	json_decref(it);
+	if (text == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	char gen[16], step[16], att[16];
+	attempt_params(a, gen, step, att);
+	const char *p[5] = {a->run_id, gen, step, att, text};
+	PGresult *r = db_exec(c, &q_complete, p, e);
+	free(text);
+	if (r == NULL)
+		return e->code;
+	if (attempt_outcome(PQgetvalue(r, 0, 0), a, e) == ERR_OK) {
+		*run = db_json(r, 0, 1);
+		if (*run == NULL)
+			err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	PQclear(r);
+	return e->code;
+}
+
+enum err_code db_jobs_heartbeat(struct db_conn *c, const struct attempt_ref *a,
+				const char *details_json, bool *cancel_requested, struct err *e)
+{
+	*cancel_requested = false;
+	char gen[16], step[16], att[16];
+	attempt_params(a, gen, step, att);
+	const char *p[6] = {a->run_id, gen,          step,
+			    att,       details_json, details_json != NULL ? "true" : "false"};
+	PGresult *r = db_exec(c, &q_heartbeat, p, e);
+	if (r == NULL)
+		return e->code;
+	if (attempt_outcome(PQgetvalue(r, 0, 0), a, e) == ERR_OK)
+		*cancel_requested = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+	PQclear(r);
+	return e->code;
 }

@@ -53,7 +53,10 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 	X(concurrency_key, STR) /* the run's flow-control key, or NULL */                    \
 	X(priority, INT)                                                                     \
 	/* the endpoint whose allowance the call counts in (service/endpoints.h), or NULL */ \
-	X(endpoint, STR)
+	X(endpoint, STR)                                                                     \
+	/* JSON: what the last unfinished attempt of this step reported, or NULL */          \
+	X(last_heartbeat, STR)                                                               \
+	X(max_pending_ms, I64) /* steps: the workflow's cap on a pending step */
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *
@@ -79,6 +82,7 @@ enum settle_result {
 	SETTLE_DELIVERED,    /* callback: acknowledged */
 	SETTLE_TRANSIENT,    /* the call failed, may be retried after retry_delay_ms */
 	SETTLE_PERMANENT,    /* the call failed for good */
+	SETTLE_PENDING,      /* step: the call ended, the step stays open (timeout_ms) */
 };
 
 /* The engine's name of result `r` ("continue", ..., "ok" for a delivered
@@ -94,15 +98,18 @@ struct settlement {
 	enum settle_result result;
 	int http_status;        /* the answer's status, 0 when there was none */
 	char *reason;           /* FAIL, CANCEL: the reason; TRANSIENT, PERMANENT: the error */
-	int64_t retry_delay_ms; /* TRANSIENT */
+	int64_t retry_delay_ms; /* TRANSIENT; < 0: the workflow's backoff (db_jobs_complete) */
 	json_t *payload;        /* CONTINUE: the next step's payload */
 	int64_t delay_ms;       /* CONTINUE: 0 for now */
+	int64_t run_at_ms;      /* CONTINUE: > 0: at this time (epoch ms) instead of delay_ms */
 	char *wait_key;         /* CONTINUE: wait for a signal on this key, or NULL */
 	int64_t wait_timeout_ms;
-	json_t *value;          /* SUCCEED: the run's result */
-	json_t *kv_put;         /* kv effects of an outcome ({key: value}), or NULL */
-	json_t *kv_delete;      /* ([key, ...]), or NULL */
-	json_t *replay_outcome; /* a step's validated outcome to keep for replay, or NULL */
+	int64_t timeout_ms;           /* PENDING: how long the step may stay open */
+	int64_t heartbeat_timeout_ms; /* PENDING: 0, or the most between heartbeats */
+	json_t *value;                /* SUCCEED: the run's result */
+	json_t *kv_put;               /* kv effects of an outcome ({key: value}), or NULL */
+	json_t *kv_delete;            /* ([key, ...]), or NULL */
+	json_t *replay_outcome;       /* a step's validated outcome to keep for replay, or NULL */
 };
 
 /* Frees what `s` owns and zeroes it. */
@@ -170,6 +177,31 @@ enum err_code db_jobs_settle(struct db_conn *c, const struct settlement *v, size
  * in between replays the answer instead of calling again. */
 enum err_code db_jobs_store_outputs(struct db_conn *c, const struct settlement *v, size_t n,
 				    struct err *e);
+
+/* Which attempt of a run a delivery token names (base/token.h). */
+struct attempt_ref {
+	const char *run_id; /* borrowed */
+	int generation;
+	int step;
+	int attempt;
+};
+
+/* Settles attempt `a` of a step with `s` (borrowed; its kind, id and
+ * claim_token are ignored) as if its webhook had answered it (hf_complete),
+ * whether the step is pending or its call still in flight. On success *run
+ * receives the run after settlement (a new reference). Errors:
+ * ERR_NOT_FOUND (no such run), ERR_ALREADY_COMPLETED, ERR_STALE_ATTEMPT,
+ * ERR_RUN_CANCELLED (a cancel ended or ends the run instead). */
+enum err_code db_jobs_complete(struct db_conn *c, const struct attempt_ref *a,
+			       const struct settlement *s, json_t **run, struct err *e);
+
+/* Records a heartbeat of attempt `a` (hf_heartbeat): `details_json`
+ * (borrowed JSON text, or NULL: none given) and, while the step is pending
+ * with a heartbeat timeout, a new heartbeat deadline. *cancel_requested
+ * says whether the run is being, or was, cancelled. Errors as for
+ * db_jobs_complete, but a cancelled run is not one. */
+enum err_code db_jobs_heartbeat(struct db_conn *c, const struct attempt_ref *a,
+				const char *details_json, bool *cancel_requested, struct err *e);
 
 /* Runs one retention pass (see hf_sweep); *n receives the larger of runs and
  * dead letters removed. */

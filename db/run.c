@@ -19,23 +19,66 @@ static const struct db_stmt q_get = {
 	1};
 /* History in the order attempts happen: a generation's steps in turn, each
  * one's attempts in turn, a rerun's generation after the last (the unique
- * index of step_attempt serves this order and the cursor). */
+ * index of step_attempt serves this order and the cursor), and last the
+ * attempt now pending, if any (result "pending", from the run row: an
+ * attempt's row is written when it ends). */
+#define STEP_ITEM(a, result, finished, output_cols)                                             \
+	"SELECT jsonb_build_object('step', " a ".step, 'attempt', " a ".attempt,"               \
+	" 'generation', " a ".generation, 'payload',"                                           \
+	" coalesce(" a ".payload, hf_step_payload(" a ".run_id, " a ".generation, " a           \
+	".step, NULL, (SELECT r0.input FROM run r0 WHERE r0.run_id = $1))), 'signal', " a       \
+	".signal, 'started_at', hf_ts(" a ".started_at), 'finished_at', hf_ts(" finished        \
+	"), 'duration_ms', hf_ms(" finished ") - hf_ms(" a ".started_at), 'result', " result    \
+	", " output_cols ", 'pending_since', hf_ts(" a ".pending_since), 'heartbeat',"          \
+	" CASE WHEN " a ".heartbeat_at IS NOT NULL THEN jsonb_build_object('at', hf_ts(" a      \
+	".heartbeat_at), 'details', " a ".heartbeat) END)::text AS item, " a                    \
+	".generation AS ms, " a ".step || '.' || " a ".attempt AS id, " a ".step AS k_step, " a \
+	".attempt AS k_attempt"
 static const struct db_stmt q_steps = {
 	"run_steps",
-	DB_PAGE_SQL(
-		"SELECT jsonb_build_object('step', a.step, 'attempt', a.attempt,"
-		" 'generation', a.generation, 'payload',"
-		" coalesce(a.payload, hf_step_payload(a.run_id, a.generation, a.step, NULL,"
-		" (SELECT r.input FROM run r WHERE r.run_id = $1))), 'signal', a.signal,"
-		" 'started_at', hf_ts(a.started_at), 'finished_at', hf_ts(a.finished_at),"
-		" 'duration_ms', hf_ms(a.finished_at) - hf_ms(a.started_at),"
-		" 'result', a.result, 'http_status', a.http_status, 'error', a.error)::text"
-		" AS item, a.generation AS ms, a.step || '.' || a.attempt AS id,"
-		" a.step AS k_step, a.attempt AS k_attempt"
-		" FROM step_attempt a WHERE a.run_id = $1"
-		" AND (a.generation, a.step, a.attempt) > ($2::integer, $3::integer, $4::integer)"
-		" ORDER BY a.generation, a.step, a.attempt",
-		"ms, k_step, k_attempt", "$5", "$6"),
+	DB_PAGE_SQL("SELECT * FROM ((" STEP_ITEM("a", "a.result", "a.finished_at",
+						 "'http_status', a.http_status, 'error', "
+						 "a.error") " FROM step_attempt a WHERE "
+							    "a.run_id = $1"
+							    " AND (a.generation, a.step, "
+							    "a.attempt) > ($2::integer, "
+							    "$3::integer,"
+							    " $4::integer) ORDER BY "
+							    "a.generation, a.step, a.attempt)"
+							    " UNION ALL (" STEP_ITEM(
+								    "p", "'pending'",
+								    "NULL::timestamptz",
+								    "'http_status', "
+								    "NULL::integer, 'error', "
+								    "NULL::text") " FROM "
+										  "(SELECT "
+										  "x.*, "
+										  "x.claimed_"
+										  "at AS "
+										  "started_at"
+										  " FROM run x "
+										  "WHERE "
+										  "x.run_id = "
+										  "$1 AND "
+										  "x.pending_"
+										  "since IS "
+										  "NOT NULL"
+										  " AND "
+										  "(x."
+										  "generation, "
+										  "x.step, "
+										  "x.attempt) "
+										  "> "
+										  "($2::"
+										  "integer, "
+										  "$3::integer,"
+										  " $4::"
+										  "integer)) "
+										  "p)) h ORDER "
+										  "BY ms, "
+										  "k_step, "
+										  "k_attempt",
+		    "ms, k_step, k_attempt", "$5", "$6"),
 	6};
 static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 /* Newest first, from the cursor on. Every filter reads an index in this

@@ -201,6 +201,18 @@ enum err_code hc_check_url(const struct netpolicy *egress, const char *field, co
 	return rc;
 }
 
+enum err_code hc_step_param(struct http_req *r, int i, int *step, struct err *e)
+{
+	const char *s = http_req_param(r, i);
+	char *end = NULL;
+	errno = 0;
+	long n = s != NULL ? strtol(s, &end, 10) : -1;
+	if (s == NULL || errno != 0 || *end != '\0' || end == s || n < 0 || n > 2147483647L)
+		return err_set(e, ERR_INVALID, "step: must be a non-negative integer");
+	*step = (int)n;
+	return ERR_OK;
+}
+
 enum err_code hc_value_parse(const json_t *body, char **text, struct err *e)
 {
 	static const char *const keys[] = {"value", NULL};

@@ -71,6 +71,10 @@ enum err_code hc_check_url(const struct netpolicy *egress, const char *field, co
 enum err_code hc_query_int(struct http_req *r, const char *name, int64_t lo, int64_t hi,
 			   int64_t def, int64_t *out, struct err *e);
 
+/* Path parameter `i` of `r` as a step number (0..2^31-1) into *step;
+ * ERR_INVALID "step: ..." otherwise. */
+enum err_code hc_step_param(struct http_req *r, int i, int *step, struct err *e);
+
 /* Reads a body {"value": <json>} (`value` required; other keys rejected) and
  * returns the value's JSON text (malloc'd) in *text; ERR_INVALID when the
  * value's canonical JSON exceeds 256 KiB. */

@@ -37,6 +37,10 @@ void handle_run_cancel(struct http_req *r);
 void handle_run_rerun(struct http_req *r);
 void handle_run_cancel_many(struct http_req *r);
 
+/* handlers/attempts.c */
+void handle_step_complete(struct http_req *r);
+void handle_step_heartbeat(struct http_req *r);
+
 /* handlers/groups.c */
 void handle_group_put(struct http_req *r);
 void handle_group_get(struct http_req *r);

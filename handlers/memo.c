@@ -23,14 +23,8 @@ static enum err_code memo_path(struct http_req *r, const char **run_id, int *sco
 	if (k == NULL) {
 		*scope = MEMO_RUN_SCOPE;
 		k = http_req_param(r, 1);
-	} else {
-		const char *s = http_req_param(r, 1);
-		char *end = NULL;
-		errno = 0;
-		long n = strtol(s, &end, 10);
-		if (errno != 0 || *end != '\0' || end == s || n < 0 || n > 2147483647L)
-			return err_set(e, ERR_INVALID, "step: must be a non-negative integer");
-		*scope = (int)n;
+	} else if (hc_step_param(r, 1, scope, e)) {
+		return e->code;
 	}
 	*key = k;
 	return ids_check_key("key", k, strlen(k), e);

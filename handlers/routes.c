@@ -24,6 +24,8 @@ const struct http_route routes[] = {
 	{"GET", "/v1/runs/{}/steps", handle_run_steps, HTTP_AUTH_API},
 	{"POST", "/v1/runs/{}/cancel", handle_run_cancel, HTTP_AUTH_API},
 	{"POST", "/v1/runs/{}/rerun", handle_run_rerun, HTTP_AUTH_API},
+	{"POST", "/v1/runs/{}/steps/{}/complete", handle_step_complete, HTTP_AUTH_DELIVERY},
+	{"POST", "/v1/runs/{}/steps/{}/heartbeat", handle_step_heartbeat, HTTP_AUTH_DELIVERY},
 	{"POST", "/v1/runs:cancel", handle_run_cancel_many, HTTP_AUTH_API},
 	{"PUT", "/v1/groups/{}", handle_group_put, HTTP_AUTH_API},
 	{"GET", "/v1/groups/{}", handle_group_get, HTTP_AUTH_API},

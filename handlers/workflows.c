@@ -28,6 +28,7 @@ static const char *const workflow_keys[] = {"url",
 					    "endpoint_control",
 					    "secret",
 					    "step_output_replay",
+					    "max_pending_ms",
 					    "name",
 					    NULL};
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
@@ -152,6 +153,9 @@ enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *e
 	if (w->secret != NULL && sig_check_secret("secret", w->secret, e))
 		return e->code;
 	if (hc_bool(body, "step_output_replay", false, &w->step_output_replay, e))
+		return e->code;
+	/* README "Long-running steps": the longest a step may stay pending. */
+	if (hc_int(body, "max_pending_ms", 1000, 31536000000LL, 86400000, &w->max_pending_ms, e))
 		return e->code;
 	return parse_flow(body, w, e);
 }

@@ -190,11 +190,14 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	struct strbuf b = {0};
 	char deadline[TIMEFMT_RFC3339_LEN + 1];
 	timefmt_rfc3339(j->now_ms + j->timeout_ms, deadline);
-	/* The delivery token lasts as long as the call may: its deadline, plus
-	 * the lease (a call a dead instance held is not redelivered before). */
+	/* The delivery token lasts as long as the step may: its call's
+	 * deadline, plus the lease (a call a dead instance held is not
+	 * redelivered before), plus the time it may stay pending after
+	 * (completed or kept alive with this token). */
 	char token[TOKEN_MAX];
 	keyring_make(d->keyring, j->run_id, j->generation, j->step, j->attempt,
-		     (j->now_ms + j->timeout_ms + d->cfg->lease_ms) / 1000 + 1, token);
+		     (j->now_ms + j->timeout_ms + d->cfg->lease_ms + j->max_pending_ms) / 1000 + 1,
+		     token);
 
 	strbuf_puts(&b, "{\"run_id\":");
 	strbuf_json_string(&b, j->run_id);
@@ -214,6 +217,10 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	if (j->signal != NULL) {
 		strbuf_puts(&b, ",\"signal\":");
 		strbuf_puts(&b, j->signal);
+	}
+	if (j->last_heartbeat != NULL) {
+		strbuf_puts(&b, ",\"last_heartbeat\":");
+		strbuf_puts(&b, j->last_heartbeat);
 	}
 	if (j->group_id != NULL) {
 		strbuf_puts(&b, ",\"group\":{\"id\":");
@@ -276,37 +283,24 @@ static void step_settlement(const struct inflight *f, const struct verdict *v, l
 		metrics_step_result(v->kind == VERDICT_TRANSIENT ? MR_TRANSIENT : MR_PERMANENT);
 		return;
 	}
-	const struct outcome *o = &v->outcome;
-	switch (o->kind) {
-	case OUTCOME_CONTINUE:
-		s->result = SETTLE_CONTINUE;
-		s->payload = json_incref(o->payload ? o->payload : json_null());
-		if (o->trigger == TRIGGER_AFTER)
-			s->delay_ms = o->delay_ms;
-		if (o->trigger == TRIGGER_SIGNAL) {
-			s->wait_key = strdup(o->correlation_key);
-			s->wait_timeout_ms = o->timeout_ms;
-		}
-		metrics_step_result(MR_CONTINUE);
-		break;
-	case OUTCOME_SUCCEED:
-		s->result = SETTLE_SUCCEED;
-		s->value = json_incref(o->result ? o->result : json_null());
-		metrics_step_result(MR_SUCCEED);
-		break;
-	case OUTCOME_FAIL:
-		s->result = SETTLE_FAIL;
-		s->reason = strdup(o->reason ? o->reason : "");
-		metrics_step_result(MR_FAIL);
-		break;
-	case OUTCOME_CANCEL:
-		s->result = SETTLE_CANCEL;
-		s->reason = strdup(o->reason ? o->reason : "");
-		metrics_step_result(MR_CANCEL);
-		break;
+	/* Out of memory: the answer cannot be settled as it is; the step is
+	 * retried like after any transient error. */
+	if (!outcome_settlement(&v->outcome, j->max_pending_ms, s)) {
+		settlement_cleanup(s);
+		settle_base(j, http_status, s);
+		s->result = SETTLE_TRANSIENT;
+		s->reason = strdup("out of memory settling the answer");
+		s->retry_delay_ms =
+			verdict_backoff_ms(j->backoff_base_ms, j->backoff_max_ms, j->attempt);
+		metrics_step_result(MR_TRANSIENT);
+		return;
 	}
-	s->kv_put = json_incref(o->kv.put);
-	s->kv_delete = json_incref(o->kv.del);
+	static const enum metrics_result by_kind[] = {
+		[OUTCOME_CONTINUE] = MR_CONTINUE, [OUTCOME_SUCCEED] = MR_SUCCEED,
+		[OUTCOME_FAIL] = MR_FAIL,         [OUTCOME_CANCEL] = MR_CANCEL,
+		[OUTCOME_PENDING] = MR_PENDING,
+	};
+	metrics_step_result(by_kind[v->outcome.kind]);
 }
 
 static void callback_settlement(const struct inflight *f, const struct verdict *v, long http_status,

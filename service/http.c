@@ -835,6 +835,28 @@ static enum err_code local_origin_check(const struct http_req *r, struct err *e)
 		       q, host);
 }
 
+/* A route of one step attempt takes the delivery token of that attempt (the
+ * run in the path; the handler checks the step): an API token names no
+ * attempt, so it is refused (403), as is having no credential (401). */
+static enum err_code authorize_delivery(struct http_req *r, const char *tok, struct err *e)
+{
+	if (tok == NULL)
+		return err_set(e, ERR_UNAUTHENTICATED,
+			       "authorization: the delivery token of the step request (memo.token) "
+			       "is required");
+	struct err te = {0};
+	if (keyring_verify(r->app->keyring, r->params[0], tok, &r->token, &te) == ERR_OK &&
+	    r->token.attempt >= 0) {
+		r->by_token = true;
+		return ERR_OK;
+	}
+	return err_set(e, ERR_FORBIDDEN,
+		       "authorization: only the delivery token of a step attempt of run %.128s "
+		       "(memo.token of its step request) may do this (%s)",
+		       r->params[0],
+		       te.code ? te.msg : "a token of release 0.1.0 names no attempt");
+}
+
 /* API routes need an API token when tokens are configured (401 otherwise);
  * a token of scope read may only GET (403 otherwise). Memo routes also accept
  * the delivery token of the run in their path; any other credential presented
@@ -851,6 +873,8 @@ static enum err_code authorize(struct http_req *r, struct err *e)
 	const char *tok = NULL;
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0)
 		tok = h + 7;
+	if (r->route->auth == HTTP_AUTH_DELIVERY)
+		return authorize_delivery(r, tok, e);
 	int match = -1;
 	for (int i = 0; tok != NULL && i < cfg->ntokens; i++) {
 		int eq = sig_equal(tok, cfg->tokens[i]);

@@ -62,6 +62,8 @@ enum http_auth {
 	HTTP_AUTH_PUBLIC = 0, /* no credentials (health, metrics, openapi) */
 	HTTP_AUTH_API,        /* an API token when tokens are configured */
 	HTTP_AUTH_MEMO,       /* an API token, or the delivery token of the run in the path */
+	HTTP_AUTH_DELIVERY,   /* only the delivery token of the run in the path (it names the
+			       * step attempt: POST .../complete and .../heartbeat) */
 };
 
 /* One entry of the routing table: (method, path pattern) -> handler. A

@@ -22,7 +22,8 @@ static atomic_llong latency_count;
 static atomic_llong latency_sum_ms;
 
 static const char *const result_names[MR__COUNT] = {
-	"continue", "succeed", "fail", "cancel", "transient_error", "permanent_error", "cancelled"};
+	"continue",        "succeed",         "fail",      "cancel",
+	"transient_error", "permanent_error", "cancelled", "pending"};
 
 void metrics_step_dispatched(void)
 {

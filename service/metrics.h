@@ -16,6 +16,7 @@ enum metrics_result {
 	MR_TRANSIENT,
 	MR_PERMANENT,
 	MR_CANCELLED,
+	MR_PENDING, /* a step answered pending (it stays open) */
 	MR__COUNT
 };
 

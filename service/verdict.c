@@ -18,10 +18,8 @@
 #define QUOTED_BYTES 72
 
 static const char *const kind_names[] = {
-	[OUTCOME_CONTINUE] = "continue",
-	[OUTCOME_SUCCEED] = "succeed",
-	[OUTCOME_FAIL] = "fail",
-	[OUTCOME_CANCEL] = "cancel",
+	[OUTCOME_CONTINUE] = "continue", [OUTCOME_SUCCEED] = "succeed", [OUTCOME_FAIL] = "fail",
+	[OUTCOME_CANCEL] = "cancel",     [OUTCOME_PENDING] = "pending",
 };
 
 /* ---- outcome bodies ---- */
@@ -34,12 +32,16 @@ static bool key_is(const char *k, size_t klen, const char *name)
 /* Whether top-level key `k` belongs to an outcome of `kind`. */
 static bool key_allowed(enum outcome_kind kind, const char *k, size_t klen)
 {
-	if (key_is(k, klen, "outcome") || key_is(k, klen, "kv"))
+	if (key_is(k, klen, "outcome"))
 		return true;
+	if (key_is(k, klen, "kv"))
+		return kind != OUTCOME_PENDING;
 	switch (kind) {
 	case OUTCOME_CONTINUE:
 		return key_is(k, klen, "payload") || key_is(k, klen, "delay_ms") ||
-		       key_is(k, klen, "wait_for_signal");
+		       key_is(k, klen, "run_at") || key_is(k, klen, "wait_for_signal");
+	case OUTCOME_PENDING:
+		return key_is(k, klen, "timeout_ms") || key_is(k, klen, "heartbeat_timeout_ms");
 	case OUTCOME_SUCCEED:
 		return key_is(k, klen, "result");
 	case OUTCOME_FAIL:
@@ -51,7 +53,7 @@ static bool key_allowed(enum outcome_kind kind, const char *k, size_t klen)
 
 static bool key_known(const char *k, size_t klen)
 {
-	for (int kind = OUTCOME_CONTINUE; kind <= OUTCOME_CANCEL; kind++)
+	for (int kind = OUTCOME_CONTINUE; kind <= OUTCOME_PENDING; kind++)
 		if (key_allowed((enum outcome_kind)kind, k, klen))
 			return true;
 	return false;
@@ -116,11 +118,24 @@ static enum err_code parse_continue(const json_t *obj, struct outcome *out, stru
 	const json_t *payload = json_object_get(obj, "payload");
 	const json_t *delay = json_object_get(obj, "delay_ms");
 	const json_t *wait = json_object_get(obj, "wait_for_signal");
+	const json_t *at = json_object_get(obj, "run_at");
 
 	out->payload = payload != NULL ? json_incref((json_t *)payload) : json_null();
 	out->trigger = TRIGGER_NOW;
 	if (delay != NULL && wait != NULL)
 		return err_set(e, ERR_INVALID, "delay_ms: cannot be combined with wait_for_signal");
+	if (at != NULL && (delay != NULL || wait != NULL))
+		return err_set(e, ERR_INVALID, "run_at: cannot be combined with %s",
+			       delay != NULL ? "delay_ms" : "wait_for_signal");
+	if (at != NULL) {
+		if (!json_is_string(at) || json_string_length(at) > 64 ||
+		    strlen(json_string_value(at)) != json_string_length(at) ||
+		    !timefmt_parse_rfc3339(json_string_value(at), &out->run_at_ms))
+			return err_set(e, ERR_INVALID,
+				       "run_at: must be an RFC 3339 time such as "
+				       "2026-12-02T10:15:00Z");
+		out->trigger = TRIGGER_AT;
+	}
 	if (delay != NULL) {
 		if (!int_in_range(delay, 0, VERDICT_MAX_DELAY_MS, &out->delay_ms))
 			return err_set(e, ERR_INVALID,
@@ -130,6 +145,20 @@ static enum err_code parse_continue(const json_t *obj, struct outcome *out, stru
 	}
 	if (wait != NULL)
 		return parse_wait(wait, out, e);
+	return ERR_OK;
+}
+
+static enum err_code parse_pending(const json_t *obj, struct outcome *out, struct err *e)
+{
+	static const char *const names[] = {"timeout_ms", "heartbeat_timeout_ms"};
+	int64_t *dst[] = {&out->timeout_ms, &out->heartbeat_timeout_ms};
+
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *v = json_object_get(obj, names[i]);
+		if (v != NULL && !int_in_range(v, 1, VERDICT_MAX_DELAY_MS, dst[i]))
+			return err_set(e, ERR_INVALID, "%s: must be an integer between 1 and %lld",
+				       names[i], VERDICT_MAX_DELAY_MS);
+	}
 	return ERR_OK;
 }
 
@@ -179,12 +208,12 @@ enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct e
 		goto out;
 	}
 	name = json_string_value(o);
-	for (int kind = OUTCOME_CONTINUE; name != NULL && kind <= OUTCOME_CANCEL; kind++)
+	for (int kind = OUTCOME_CONTINUE; name != NULL && kind <= OUTCOME_PENDING; kind++)
 		if (strcmp(name, kind_names[kind]) == 0 && strlen(name) == json_string_length(o))
 			out->kind = (enum outcome_kind)kind;
 	if (out->kind == 0) {
 		rc = err_set(e, ERR_INVALID,
-			     "outcome: must be one of continue, succeed, fail, cancel");
+			     "outcome: must be one of continue, succeed, fail, cancel, pending");
 		goto out;
 	}
 	json_object_keylen_foreach((json_t *)obj, k, klen, val)
@@ -211,6 +240,9 @@ enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct e
 	case OUTCOME_FAIL:
 	case OUTCOME_CANCEL:
 		rc = parse_reason(obj, out, e);
+		break;
+	case OUTCOME_PENDING:
+		rc = parse_pending(obj, out, e);
 		break;
 	}
 	if (rc != ERR_OK)
@@ -271,7 +303,7 @@ json_t *outcome_to_json(const struct outcome *o)
 	bool ok = true;
 
 	if (o->kind < OUTCOME_CONTINUE || o->kind > OUTCOME_CANCEL)
-		return NULL;
+		return NULL; /* pending: never replayed */
 	obj = json_object();
 	if (obj == NULL)
 		return NULL;
@@ -281,6 +313,10 @@ json_t *outcome_to_json(const struct outcome *o)
 		set_new(obj, "payload", value_or_null(o->payload), &ok);
 		if (o->trigger == TRIGGER_AFTER) {
 			set_new(obj, "delay_ms", json_integer(o->delay_ms), &ok);
+		} else if (o->trigger == TRIGGER_AT) {
+			char at[TIMEFMT_RFC3339_LEN + 1];
+			timefmt_rfc3339(o->run_at_ms, at);
+			set_new(obj, "run_at", json_string(at), &ok);
 		} else if (o->trigger == TRIGGER_SIGNAL) {
 			w = json_object();
 			if (w != NULL) {
@@ -299,6 +335,8 @@ json_t *outcome_to_json(const struct outcome *o)
 	case OUTCOME_CANCEL:
 		set_new(obj, "reason", json_string(o->reason ? o->reason : ""), &ok);
 		break;
+	case OUTCOME_PENDING:
+		break;
 	}
 	if (!effects_empty(&o->kv)) {
 		kv = json_object();
@@ -313,6 +351,52 @@ json_t *outcome_to_json(const struct outcome *o)
 		obj = NULL;
 	}
 	return obj;
+}
+
+static int64_t capped(int64_t v, int64_t cap)
+{
+	return v < cap ? v : cap;
+}
+
+bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct settlement *s)
+{
+	bool ok = true;
+	switch (o->kind) {
+	case OUTCOME_CONTINUE:
+		s->result = SETTLE_CONTINUE;
+		s->payload = json_incref(o->payload ? o->payload : json_null());
+		if (o->trigger == TRIGGER_AFTER)
+			s->delay_ms = o->delay_ms;
+		if (o->trigger == TRIGGER_AT)
+			s->run_at_ms = o->run_at_ms;
+		if (o->trigger == TRIGGER_SIGNAL) {
+			s->wait_key = strdup(o->correlation_key);
+			s->wait_timeout_ms = o->timeout_ms;
+			ok = s->wait_key != NULL;
+		}
+		break;
+	case OUTCOME_SUCCEED:
+		s->result = SETTLE_SUCCEED;
+		s->value = json_incref(o->result ? o->result : json_null());
+		break;
+	case OUTCOME_FAIL:
+	case OUTCOME_CANCEL:
+		s->result = o->kind == OUTCOME_FAIL ? SETTLE_FAIL : SETTLE_CANCEL;
+		s->reason = strdup(o->reason ? o->reason : "");
+		ok = s->reason != NULL;
+		break;
+	case OUTCOME_PENDING:
+		s->result = SETTLE_PENDING;
+		s->timeout_ms =
+			o->timeout_ms > 0 ? capped(o->timeout_ms, max_pending_ms) : max_pending_ms;
+		s->heartbeat_timeout_ms = o->heartbeat_timeout_ms > 0
+						  ? capped(o->heartbeat_timeout_ms, max_pending_ms)
+						  : 0;
+		break;
+	}
+	s->kv_put = json_incref(o->kv.put);
+	s->kv_delete = json_incref(o->kv.del);
+	return ok;
 }
 
 void outcome_cleanup(struct outcome *o)

@@ -11,14 +11,21 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "db/jobs.h"
 #include "service/effects.h"
 
 #define VERDICT_ERROR_BODY_BYTES 200
 #define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */
 #define VERDICT_MAX_REASON_BYTES 4096
 
-enum outcome_kind { OUTCOME_CONTINUE = 1, OUTCOME_SUCCEED, OUTCOME_FAIL, OUTCOME_CANCEL };
-enum trigger_kind { TRIGGER_NOW = 0, TRIGGER_AFTER, TRIGGER_SIGNAL };
+enum outcome_kind {
+	OUTCOME_CONTINUE = 1,
+	OUTCOME_SUCCEED,
+	OUTCOME_FAIL,
+	OUTCOME_CANCEL,
+	OUTCOME_PENDING, /* a step answer only: the step stays open (README "Long-running steps") */
+};
+enum trigger_kind { TRIGGER_NOW = 0, TRIGGER_AFTER, TRIGGER_SIGNAL, TRIGGER_AT };
 
 /* A validated step outcome. Every pointer is owned by the struct. */
 struct outcome {
@@ -28,28 +35,41 @@ struct outcome {
 	char *reason;    /* fail, cancel: malloc'd text */
 	enum trigger_kind trigger;
 	int64_t delay_ms;      /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
+	int64_t run_at_ms;     /* TRIGGER_AT: epoch ms ("run_at", RFC 3339) */
 	char *correlation_key; /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key */
-	int64_t timeout_ms;    /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS */
-	struct effects kv;     /* optional "kv" effects */
+	int64_t timeout_ms;    /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS; PENDING: 0 (absent)
+				* or 1..VERDICT_MAX_DELAY_MS */
+	int64_t heartbeat_timeout_ms; /* PENDING: 0 (absent) or 1..VERDICT_MAX_DELAY_MS */
+	struct effects kv;            /* optional "kv" effects (never with PENDING) */
 };
 
 /* Parses and validates an outcome body (`body` of `len` bytes, borrowed, need
  * not be NUL-terminated) into `out`. Accepted shapes (unknown keys rejected):
  *   {"outcome":"continue","payload":J}                       TRIGGER_NOW
  *   {"outcome":"continue","payload":J,"delay_ms":N}          TRIGGER_AFTER (N >= 0; 0 means now)
+ *   {"outcome":"continue","payload":J,"run_at":"<RFC 3339>"} TRIGGER_AT
  *   {"outcome":"continue","payload":J,"wait_for_signal":{"correlation_key":K,"timeout_ms":N}}
  *   {"outcome":"succeed","result":J}
  *   {"outcome":"fail","reason":S}   {"outcome":"cancel","reason":S}
- * each with an optional "kv" (see effects_parse). delay_ms and wait_for_signal
- * are exclusive. On failure `out` is zeroed and ERR_INVALID carries a message
+ *   {"outcome":"pending","timeout_ms":N,"heartbeat_timeout_ms":H}  (both optional)
+ * each but pending with an optional "kv" (see effects_parse). delay_ms,
+ * run_at and wait_for_signal are exclusive. On failure `out` is zeroed and ERR_INVALID carries a message
  * naming the field ("outcome: must be one of continue, succeed, fail, cancel"). */
 enum err_code outcome_parse(const char *body, size_t len, struct outcome *out, struct err *e);
 
 /* Same as outcome_parse, for an already-decoded JSON object (borrowed). */
 enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct err *e);
 
-/* Encodes `o` back to the JSON shape outcome_parse accepts (new reference). */
+/* Encodes `o` back to the JSON shape outcome_parse accepts (new reference);
+ * NULL for a pending outcome (never replayed) or when out of memory. */
 json_t *outcome_to_json(const struct outcome *o);
+
+/* Fills the outcome's part of step settlement `s` from `o` (borrowed; `s`
+ * takes its own references and copies): result, payload, delay_ms or
+ * run_at_ms, wait, value, reason, kv, and for a pending outcome its
+ * timeouts, each capped at `max_pending_ms` (the timeout defaulting to it).
+ * False when out of memory (what was set stays for settlement_cleanup). */
+bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct settlement *s);
 
 /* Frees what `o` owns and zeroes it. A zeroed struct is a no-op. */
 void outcome_cleanup(struct outcome *o);

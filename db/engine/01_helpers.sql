@@ -77,6 +77,17 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT now() + make_interval(secs => greatest(coalesce(ms, 0), 0) / 1000.0)
 $$;
 
+-- The retry delay after failed attempt `attempt` (1-based) of a workflow
+-- with backoff base_ms and max_ms: min(base_ms * 2^(attempt-1), max_ms), the
+-- rule of service/verdict.c's verdict_backoff_ms, for the ends of a call the
+-- engine decides itself (a pending step that timed out, an error posted to
+-- POST .../complete).
+CREATE FUNCTION hf_backoff_ms(base_ms bigint, max_ms bigint, attempt integer) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT least(base_ms::numeric * power(2::numeric, least(greatest(attempt - 1, 0), 62)),
+		     max_ms)::bigint
+$$;
+
 -- The time `ms` milliseconds ago (retention).
 CREATE FUNCTION hf_ago(ms bigint) RETURNS timestamptz
 LANGUAGE sql STABLE PARALLEL SAFE AS $$

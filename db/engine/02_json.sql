@@ -46,10 +46,15 @@ BEGIN
 		|| ', "updated_at": "' || hf_ts(r.updated_at) || '"'
 		|| ', "finished_at": ' || coalesce('"' || hf_ts(r.finished_at) || '"', 'null')
 		|| ', "max_attempts": ' || r.max_attempts::text
+		|| ', "pending_since": ' || coalesce('"' || hf_ts(r.pending_since) || '"', 'null')
 		|| ', "concurrency_key": ' || coalesce(to_json(r.concurrency_key)::text, 'null')
 		|| ', "next_attempt_at": ' || CASE WHEN r.status IN ('pending', 'scheduled', 'waiting')
 			THEN coalesce('"' || hf_ts(r.next_at) || '"', 'null') ELSE 'null' END
 		|| ', "cancel_requested": ' || r.cancel_requested::text
+		|| ', "pending_timeout_at": '
+			|| coalesce('"' || hf_ts(r.pending_timeout_at) || '"', 'null')
+		|| ', "heartbeat_timeout_at": '
+			|| coalesce('"' || hf_ts(r.heartbeat_timeout_at) || '"', 'null')
 		|| '}';
 END
 $$;
@@ -74,7 +79,10 @@ LANGUAGE sql STABLE AS $$
 		'final_step', r.final_step, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 				'id', r.group_id, 'key', r.group_key) END,
-		'concurrency_key', r.concurrency_key)
+		'concurrency_key', r.concurrency_key,
+		'pending_since', hf_ts(r.pending_since),
+		'pending_timeout_at', hf_ts(r.pending_timeout_at),
+		'heartbeat_timeout_at', hf_ts(r.heartbeat_timeout_at))
 $$;
 
 CREATE FUNCTION hf_workflow_json(w workflow) RETURNS jsonb
@@ -97,7 +105,7 @@ LANGUAGE sql STABLE AS $$
 		'previous_secret_valid_until',
 			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()
 			THEN hf_ts(w.secret_previous_until) END,
-		'step_output_replay', w.step_output_replay,
+		'step_output_replay', w.step_output_replay, 'max_pending_ms', w.max_pending_ms,
 		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
 $$;
 

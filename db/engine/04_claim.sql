@@ -3,7 +3,7 @@
 
 -- Claims up to p_limit jobs for p_owner: step jobs of pending runs, then
 -- pending callbacks, skipping rows other instances hold. Each row is an
--- hf_job (migrations/0001_init.sql, 0003, 0007), decoded by db/jobs.c's
+-- hf_job (migrations/0001_init.sql, 0003, 0007, 0008), decoded by db/jobs.c's
 -- JOB_COLUMNS. A job carries the workflow's secret and, while a rotation's
 -- grace period lasts (secret_previous_until, POST /v1/workflows/{name}/secret),
 -- the secret it replaced: the call is signed with both.
@@ -435,7 +435,8 @@ BEGIN
 				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
 					r.generation, r.step, r.payload, r.input))) END,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END;
+			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
+			r.last_heartbeat, w.max_pending_ms;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	-- The next claim goes on after the last lane served when a lane that
@@ -468,7 +469,7 @@ BEGIN
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			NULL::text, NULL::integer, NULL::text;
+			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint;
 	END IF;
 END
 $$;

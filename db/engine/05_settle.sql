@@ -17,10 +17,18 @@ END
 $$;
 
 -- Settles step jobs. p_items is a JSON array of objects:
---   {"run_id", "claim_token", "result", "payload", "delay_ms", "wait_key",
---    "wait_timeout_ms", "value", "reason", "kv", "http_status", "retry_delay_ms"}
+--   {"run_id", "claim_token", "result", "payload", "delay_ms", "run_at",
+--    "wait_key", "wait_timeout_ms", "value", "reason", "kv", "http_status",
+--    "retry_delay_ms", "timeout_ms", "heartbeat_timeout_ms"}
 -- where "result" is what ended the job:
---   continue | succeed | fail | cancel        the webhook's outcome
+--   continue | succeed | fail | cancel        the webhook's outcome ("run_at",
+--                                            a time, instead of "delay_ms")
+--   pending                                  the call ended but the step stays
+--                                            open (migrations/0008): the run
+--                                            keeps its claim, with no owner,
+--                                            until POST .../complete or its
+--                                            "timeout_ms" (or a missed
+--                                            "heartbeat_timeout_ms") runs out
 --   transient_error | permanent_error        a failed call ("reason": the error)
 --   lease_expired                            the claim's lease ran out
 --   interrupted                              a draining instance released the call
@@ -52,7 +60,47 @@ DECLARE
 	sched timestamptz;
 	queued boolean;
 	cbs integer := 0;
+	pend_rids text[];
+	pend_due timestamptz;
 BEGIN
+	-- Pending answers first: the claim stays, without an owner to renew it;
+	-- its lease is the earlier deadline, so the reaper ends it (hf_reap). A
+	-- run whose cancel was requested meanwhile is settled below instead
+	-- (cancelled, as any answer would be).
+	IF jsonb_path_exists(p_items, '$[*] ? (@.result == "pending")') THEN
+		WITH x AS (
+			SELECT e.ord, e.item->>'run_id' AS rid, (e.item->>'claim_token')::bigint AS token,
+			       hf_due((e.item->>'timeout_ms')::bigint) AS timeout_at,
+			       (e.item->>'heartbeat_timeout_ms')::bigint AS hb_ms
+			FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			WHERE e.item->>'result' = 'pending'),
+		u AS (
+			UPDATE run r SET pending_since = now(), pending_timeout_at = x.timeout_at,
+				heartbeat_timeout_ms = x.hb_ms,
+				heartbeat_timeout_at = CASE WHEN x.hb_ms IS NOT NULL THEN hf_due(x.hb_ms) END,
+				lease_owner = NULL,
+				lease_expires_at = least(x.timeout_at,
+					CASE WHEN x.hb_ms IS NOT NULL THEN hf_due(x.hb_ms) END),
+				updated_at = now()
+			FROM x
+			WHERE r.run_id = x.rid AND r.claim_token = x.token AND r.status = 'running'
+			  AND NOT r.cancel_requested AND r.pending_since IS NULL
+			RETURNING x.ord, r.run_id, r.lease_expires_at)
+		SELECT array_agg(u.run_id), min(u.lease_expires_at), array_agg(u.ord)
+		INTO pend_rids, pend_due, ords FROM u;
+		IF pend_rids IS NOT NULL THEN
+			PERFORM pg_notify('hookflow_sched', hf_ms(pend_due)::text);
+			RETURN QUERY SELECT p, 'running'::text FROM unnest(pend_rids) p;
+			IF cardinality(pend_rids) = jsonb_array_length(p_items) THEN
+				RETURN;
+			END IF;
+			SELECT jsonb_agg(e.item ORDER BY e.ord) INTO p_items
+			FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			WHERE NOT e.ord = ANY (ords);
+			ords := NULL;
+		END IF;
+	END IF;
+
 	-- Waits first, in item order: on a current claim without a cancel
 	-- request, lock the run and the key, refuse a second waiter and take a
 	-- buffered signal. waits maps the item's position to {"conflict"} or
@@ -89,15 +137,17 @@ BEGIN
 		FROM ROWS FROM (jsonb_to_recordset(p_items) AS (run_id text, claim_token bigint,
 			result text, payload jsonb, value jsonb, reason text, http_status integer,
 			delay_ms bigint, retry_delay_ms bigint, wait_key text, wait_timeout_ms bigint,
-			kv jsonb)) WITH ORDINALITY AS e(run_id, claim_token, result, payload, value, reason,
-			http_status, delay_ms, retry_delay_ms, wait_key, wait_timeout_ms, kv, ord)),
+			kv jsonb, run_at timestamptz)) WITH ORDINALITY AS e(run_id, claim_token, result,
+			payload, value, reason, http_status, delay_ms, retry_delay_ms, wait_key,
+			wait_timeout_ms, kv, run_at, ord)),
 	d AS (
 		SELECT x.ord, x.run_id AS rid, x.claim_token AS token, x.result AS res, x.payload,
 		       x.value, x.reason, x.http_status, x.kv, x.wait_key, x.buffered,
 		       r.cancel_requested, r.step AS o_step, r.attempt AS o_attempt,
 		       r.generation AS o_generation, r.job_id AS o_job_id, r.payload AS o_payload,
 		       r.signal AS o_signal, r.claimed_at AS o_claimed_at,
-		       c.ext_cancel,
+		       r.pending_since AS o_pending_since, r.heartbeat AS o_heartbeat,
+		       r.heartbeat_at AS o_heartbeat_at, c.ext_cancel,
 		       CASE WHEN c.ext_cancel OR x.result IN ('cancel_queued', 'cancel') THEN 'cancelled'
 			    WHEN x.result = 'succeed' THEN 'succeeded'
 			    WHEN x.result IN ('fail', 'permanent_error') OR c.last_attempt OR x.conflict
@@ -112,6 +162,8 @@ BEGIN
 		       CASE WHEN c.ext_cancel OR x.conflict OR c.last_attempt THEN NULL
 			    WHEN x.result = 'continue' AND x.wait_key IS NOT NULL
 			    THEN CASE WHEN x.buffered THEN now() ELSE hf_due(x.wait_timeout_ms) END
+			    WHEN x.result = 'continue' AND x.run_at IS NOT NULL
+			    THEN greatest(x.run_at, now())
 			    WHEN x.result = 'continue' THEN hf_due(x.delay_ms)
 			    WHEN x.result = 'transient_error' THEN hf_due(x.retry_delay_ms)
 			    WHEN x.result IN ('lease_expired', 'interrupted') THEN now()
@@ -129,7 +181,7 @@ BEGIN
 			    WHEN x.result = 'transient_error' THEN 'transient' END AS kind,
 		       -- the history row's result; NULL: no row (no answer was awaited)
 		       CASE WHEN c.ext_cancel THEN 'cancelled'
-			    WHEN x.result IN ('cancel_queued', 'interrupted') THEN NULL
+			    WHEN x.result IN ('cancel_queued', 'interrupted', 'pending') THEN NULL
 			    WHEN x.conflict THEN 'permanent_error'
 			    ELSE x.result END AS hist,
 		       NOT c.ext_cancel AND (x.result = 'permanent_error' OR x.conflict OR c.last_attempt)
@@ -145,7 +197,9 @@ BEGIN
 				AS last_attempt) c
 		WHERE CASE WHEN x.result = 'cancel_queued'
 			   THEN r.status IN ('pending', 'scheduled', 'waiting')
-			   ELSE r.claim_token = x.claim_token AND r.status IN ('running', 'cancelling') END),
+			   ELSE r.claim_token = x.claim_token AND r.status IN ('running', 'cancelling') END
+		  -- a pending answer is settled here only when a cancel overrides it
+		  AND (x.result <> 'pending' OR r.cancel_requested)),
 	u AS (
 		UPDATE run rr SET
 			status = CASE WHEN d.st = 'queued' THEN hf_queue_state(d.due) ELSE d.st END,
@@ -171,6 +225,11 @@ BEGIN
 			cancel_requested = rr.cancel_requested OR d.res = 'cancel_queued',
 			lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
 			lease_expires_at = NULL, holds_slot = false, holds_key_slot = false,
+			pending_since = NULL, pending_timeout_at = NULL, heartbeat_timeout_ms = NULL,
+			heartbeat_timeout_at = NULL, heartbeat = NULL, heartbeat_at = NULL,
+			-- a retried attempt of the step hears what the last one reported
+			last_heartbeat = CASE WHEN d.advance OR d.due IS NULL THEN NULL
+					      ELSE coalesce(rr.heartbeat, rr.last_heartbeat) END,
 			updated_at = now()
 		FROM d
 		WHERE rr.run_id = d.rid AND rr.cancel_requested = d.cancel_requested
@@ -178,7 +237,8 @@ BEGIN
 			   THEN rr.status IN ('pending', 'scheduled', 'waiting')
 			   ELSE rr.claim_token = d.token AND rr.status IN ('running', 'cancelling') END
 		RETURNING d.ord, d.rid, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
-			  d.o_signal, d.o_claimed_at, rr.status AS st, rr.group_id, d.hist, d.dead,
+			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
+			  rr.status AS st, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
 			  CASE WHEN d.advance THEN coalesce(d.payload, 'null') END AS output,
 			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
@@ -189,9 +249,11 @@ BEGIN
 			       THEN d.err END AS hist_err),
 	hist AS (
 		INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload,
-					  signal, started_at, result, http_status, error, output)
+					  signal, started_at, result, http_status, error, output,
+					  pending_since, heartbeat, heartbeat_at)
 		SELECT u.rid, u.o_generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
-		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err, u.output
+		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err, u.output,
+		       u.o_pending_since, u.o_heartbeat, u.o_heartbeat_at
 		FROM u WHERE u.hist IS NOT NULL)
 	SELECT array_agg(u.ord), array_agg(u.rid), array_agg(u.st),
 	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.has_kv),

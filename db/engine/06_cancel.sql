@@ -1,15 +1,18 @@
 -- Cancel (openapi.yaml, POST /v1/runs/{id}/cancel and POST /v1/runs:cancel):
--- a queued run ends at once; a running one is flagged and its call aborted
+-- a queued run ends at once, and so does one whose step is pending (no call
+-- in flight, migrations/0008); a running one is flagged and its call aborted
 -- wherever it is in flight (NOTIFY hookflow_cancel), then settles cancelled.
 
--- Returns 'not_found', 'already_terminal', 'cancelled' (a queued step was
--- removed and the run ended, through hf_settle_steps) or 'cancelling' (the
+-- Returns 'not_found', 'already_terminal', 'cancelled' (a queued or pending
+-- step was removed and the run ended, through hf_settle_steps) or 'cancelling' (the
 -- call in flight is being aborted). p_reason, when given, is the error the
 -- run ends with (a run superseded by a newer submission of its key).
 CREATE FUNCTION hf_cancel(p_run_id text, p_reason text DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
 	st text;
+	pend boolean;
+	token bigint;
 BEGIN
 	SELECT status INTO st FROM run WHERE run_id = p_run_id FOR UPDATE;
 	IF NOT FOUND THEN
@@ -26,7 +29,14 @@ BEGIN
 	IF st = 'running' THEN
 		UPDATE run SET cancel_requested = true, status = 'cancelling',
 			cancel_reason = p_reason, updated_at = now()
-		WHERE run_id = p_run_id;
+		WHERE run_id = p_run_id
+		RETURNING pending_since IS NOT NULL, claim_token INTO pend, token;
+		-- A pending step has no call to abort: the run ends now.
+		IF pend THEN
+			PERFORM 1 FROM hf_settle_steps(jsonb_build_array(jsonb_build_object(
+				'run_id', p_run_id, 'claim_token', token, 'result', 'pending')));
+			RETURN 'cancelled';
+		END IF;
 		PERFORM pg_notify('hookflow_cancel', p_run_id);
 	END IF;
 	RETURN 'cancelling';

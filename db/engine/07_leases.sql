@@ -22,7 +22,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Reaps claims: those whose lease expired (p_owner NULL: result
--- lease_expired, which uses up the attempt), or every claim of p_owner (a
+-- lease_expired, which uses up the attempt; for a pending step, the
+-- transient error 'pending timeout' or 'heartbeat timeout'), or every claim
+-- of p_owner (a
 -- draining instance releasing what it could not finish: result interrupted,
 -- which refunds the attempt). Returns how many claims were reaped.
 CREATE FUNCTION hf_reap(p_owner text, p_limit integer) RETURNS integer
@@ -34,14 +36,26 @@ DECLARE
 	n integer := 0;
 	m integer := 0;
 BEGIN
-	SELECT jsonb_agg(jsonb_build_object('run_id', x.run_id, 'claim_token', x.claim_token,
-					    'result', res) ORDER BY x.lease_expires_at)
+	-- A pending step (no owner) whose time ran out is a transient error of
+	-- its attempt, retried after the workflow's backoff.
+	SELECT jsonb_agg(CASE WHEN x.pending_since IS NULL THEN jsonb_build_object(
+				'run_id', x.run_id, 'claim_token', x.claim_token, 'result', res)
+			      ELSE jsonb_build_object('run_id', x.run_id, 'claim_token', x.claim_token,
+				'result', 'transient_error',
+				'reason', CASE WHEN x.heartbeat_timeout_at < x.pending_timeout_at
+					       THEN 'heartbeat timeout' ELSE 'pending timeout' END,
+				'retry_delay_ms', hf_backoff_ms(x.backoff_base_ms, x.backoff_max_ms,
+							       x.attempt)) END
+			 ORDER BY x.lease_expires_at)
 	INTO steps FROM (
-		SELECT r.run_id, r.claim_token, r.lease_expires_at FROM run r
+		SELECT r.run_id, r.claim_token, r.lease_expires_at, r.pending_since,
+		       r.pending_timeout_at, r.heartbeat_timeout_at, r.attempt, w.backoff_base_ms,
+		       w.backoff_max_ms
+		FROM run r JOIN workflow w ON w.name = r.workflow
 		WHERE r.status IN ('running', 'cancelling')
 		  AND (CASE WHEN p_owner IS NULL THEN r.lease_expires_at < now()
 			    ELSE r.lease_owner = p_owner END)
-		ORDER BY r.lease_expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED) x;
+		ORDER BY r.lease_expires_at LIMIT p_limit FOR UPDATE OF r SKIP LOCKED) x;
 	IF steps IS NOT NULL THEN
 		SELECT count(*) INTO n FROM hf_settle_steps(steps) s WHERE s.outcome <> 'claim_lost';
 	END IF;

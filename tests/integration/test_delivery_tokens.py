@@ -73,14 +73,15 @@ def test_a_rerun_retires_the_tokens_of_the_earlier_generation(api, service, webh
 @pytest.mark.service_env(HOOKFLOW_API_TOKENS=TOKEN, HOOKFLOW_LEASE_MS="500")
 def test_a_token_expires_after_its_call_could_have_lasted(api, service, webhook):
     webhook.route("/steps", StepScript({0: cont({}, delay_ms=600000)}))
-    api.put_workflow("wf", webhook.url(), timeout_ms=1000)
+    api.put_workflow("wf", webhook.url(), timeout_ms=1000, max_pending_ms=1000)
     rid = api.submit("wf")["run_id"]
     req = webhook.wait_requests(1, run_id=rid)[0]
     api.wait_status(rid, ["scheduled"])
     tok = memo_api(service, req)
-    # Bound to deadline + lease, in whole seconds: at most ~3 s from the call.
+    # Bound to deadline + lease + the longest the step may stay pending
+    # (max_pending_ms), in whole seconds: at most ~4 s from the call.
     expires = int(req.json["memo"]["token"].split(".")[5])
-    assert 0 < expires - req.wall <= 4, (expires, req.wall)
+    assert 0 < expires - req.wall <= 5, (expires, req.wall)
 
     def refused():
         r = tok.get(memo_path(rid))

@@ -67,7 +67,8 @@ static const struct call_case call_cases[] = {
 	 .status = 200,
 	 .body = "{\"outcome\":\"done\"}",
 	 .kind = VERDICT_PERMANENT,
-	 .error = "invalid step response: outcome: must be one of continue, succeed, fail, cancel"},
+	 .error = "invalid step response: outcome: must be one of continue, succeed, fail, cancel, "
+		  "pending"},
 	{.name = "200 with an error body is still an invalid step response",
 	 .status = 200,
 	 .body = OVERRIDE_TRUE,
@@ -738,7 +739,7 @@ struct invalid_case {
 
 #define DELAY_MSG "delay_ms: must be an integer between 0 and " MAX_DELAY
 #define TIMEOUT_MSG "wait_for_signal.timeout_ms: must be an integer between 1 and " MAX_DELAY
-#define ONE_OF "outcome: must be one of continue, succeed, fail, cancel"
+#define ONE_OF "outcome: must be one of continue, succeed, fail, cancel, pending"
 
 static const struct invalid_case invalid_cases[] = {
 	{"", "body: must not be empty"},
@@ -781,6 +782,23 @@ static const struct invalid_case invalid_cases[] = {
 	 "{\"correlation_key\":\"k\",\"timeout_ms\":10}}",
 	 "delay_ms: cannot be combined with wait_for_signal"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":[]}", "wait_for_signal: must be an object"},
+	{"{\"outcome\":\"continue\",\"run_at\":\"tomorrow\"}",
+	 "run_at: must be an RFC 3339 time such as 2026-12-02T10:15:00Z"},
+	{"{\"outcome\":\"continue\",\"run_at\":1764670500000}",
+	 "run_at: must be an RFC 3339 time such as 2026-12-02T10:15:00Z"},
+	{"{\"outcome\":\"continue\",\"run_at\":\"2026-12-02T10:15:00Z\",\"delay_ms\":5}",
+	 "run_at: cannot be combined with delay_ms"},
+	{"{\"outcome\":\"succeed\",\"run_at\":\"2026-12-02T10:15:00Z\"}",
+	 "run_at: not allowed with outcome succeed"},
+	{"{\"outcome\":\"pending\",\"kv\":{\"put\":{\"a\":1}}}",
+	 "kv: not allowed with outcome pending"},
+	{"{\"outcome\":\"pending\",\"payload\":1}", "payload: not allowed with outcome pending"},
+	{"{\"outcome\":\"pending\",\"timeout_ms\":0}",
+	 "timeout_ms: must be an integer between 1 and " MAX_DELAY},
+	{"{\"outcome\":\"pending\",\"heartbeat_timeout_ms\":\"5\"}",
+	 "heartbeat_timeout_ms: must be an integer between 1 and " MAX_DELAY},
+	{"{\"outcome\":\"continue\",\"heartbeat_timeout_ms\":5}",
+	 "heartbeat_timeout_ms: not allowed with outcome continue"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":null}",
 	 "wait_for_signal: must be an object"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":{}}",
@@ -927,6 +945,62 @@ static void test_deeply_nested_payload_is_rejected(void **state)
 	free(body);
 }
 
+/* A pending answer keeps its timeouts; a settlement caps them at the
+ * workflow's max_pending_ms, the timeout defaulting to it. */
+static void test_pending_outcome_and_its_caps(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct err e = {0};
+	const char *b =
+		"{\"outcome\":\"pending\",\"timeout_ms\":90000,\"heartbeat_timeout_ms\":500}";
+	assert_int_equal(outcome_parse(b, strlen(b), &o, &e), ERR_OK);
+	assert_int_equal(o.kind, OUTCOME_PENDING);
+	assert_int_equal(o.timeout_ms, 90000);
+	assert_int_equal(o.heartbeat_timeout_ms, 500);
+	assert_null(outcome_to_json(&o)); /* never replayed */
+	struct settlement s = {0};
+	assert_true(outcome_settlement(&o, 60000, &s));
+	assert_int_equal(s.result, SETTLE_PENDING);
+	assert_int_equal(s.timeout_ms, 60000);
+	assert_int_equal(s.heartbeat_timeout_ms, 500);
+	settlement_cleanup(&s);
+	outcome_cleanup(&o);
+
+	b = "{\"outcome\":\"pending\"}";
+	assert_int_equal(outcome_parse(b, strlen(b), &o, &e), ERR_OK);
+	assert_true(outcome_settlement(&o, 86400000, &s));
+	assert_int_equal(s.timeout_ms, 86400000);
+	assert_int_equal(s.heartbeat_timeout_ms, 0);
+	settlement_cleanup(&s);
+	outcome_cleanup(&o);
+}
+
+/* run_at is an absolute time: it round-trips as RFC 3339 and settles as
+ * run_at_ms, not as a delay. */
+static void test_run_at_outcome(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct err e = {0};
+	const char *b = "{\"outcome\":\"continue\",\"payload\":1,\"run_at\":\"2026-12-02T11:15:00."
+			"250+01:00\"}";
+	assert_int_equal(outcome_parse(b, strlen(b), &o, &e), ERR_OK);
+	assert_int_equal(o.trigger, TRIGGER_AT);
+	assert_int_equal(o.run_at_ms, 1796206500250LL);
+	json_t *j = outcome_to_json(&o);
+	assert_string_equal(json_string_value(json_object_get(j, "run_at")),
+			    "2026-12-02T10:15:00.250Z");
+	json_decref(j);
+	struct settlement s = {0};
+	assert_true(outcome_settlement(&o, 1000, &s));
+	assert_int_equal(s.result, SETTLE_CONTINUE);
+	assert_int_equal(s.run_at_ms, 1796206500250LL);
+	assert_int_equal(s.delay_ms, 0);
+	settlement_cleanup(&s);
+	outcome_cleanup(&o);
+}
+
 static void test_outcome_from_json_rejects_non_object(void **state)
 {
 	json_t *arr = json_array();
@@ -979,6 +1053,8 @@ int main(void)
 		cmocka_unit_test(test_kv_value_over_256_kib_is_rejected),
 		cmocka_unit_test(test_deeply_nested_payload_is_rejected),
 		cmocka_unit_test(test_outcome_from_json_rejects_non_object),
+		cmocka_unit_test(test_pending_outcome_and_its_caps),
+		cmocka_unit_test(test_run_at_outcome),
 		cmocka_unit_test(test_parsed_outcome_outlives_its_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

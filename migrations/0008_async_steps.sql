@@ -1,0 +1,40 @@
+-- 0008_async_steps: steps that stay open past their HTTP call (issue 15;
+-- README "Long-running steps").
+--
+-- A webhook that answers {"outcome": "pending"} keeps its step claimed with
+-- no call in flight: the run stays 'running' under the same claim_token, with
+-- no lease_owner (no instance renews it) and lease_expires_at at the earlier
+-- of its two deadlines, so the reaper that ends expired leases also ends
+-- pending steps whose time ran out (a transient error, 'pending timeout' or
+-- 'heartbeat timeout'). POST .../complete settles the claim like the
+-- webhook's answer; POST .../heartbeat moves the heartbeat deadline.
+--
+-- - run.pending_since, pending_timeout_at, heartbeat_timeout_ms,
+--   heartbeat_timeout_at: set while the step is pending (NULL otherwise).
+-- - run.heartbeat, heartbeat_at: the details the current attempt's last
+--   heartbeat recorded; kept on the attempt's history row when it settles.
+-- - run.last_heartbeat: the details of a previous attempt of this step that
+--   did not finish, sent to the next attempt as "last_heartbeat".
+-- - workflow.max_pending_ms caps both timeouts (default 24 h).
+-- - hf_job carries last_heartbeat and max_pending_ms (the delivery token
+--   must outlive a pending step).
+
+ALTER TABLE run
+	ADD COLUMN pending_since        timestamptz,
+	ADD COLUMN pending_timeout_at   timestamptz,
+	ADD COLUMN heartbeat_timeout_ms bigint,
+	ADD COLUMN heartbeat_timeout_at timestamptz,
+	ADD COLUMN heartbeat            jsonb,
+	ADD COLUMN heartbeat_at         timestamptz,
+	ADD COLUMN last_heartbeat       jsonb;
+
+ALTER TABLE step_attempt
+	ADD COLUMN pending_since timestamptz,
+	ADD COLUMN heartbeat     jsonb,
+	ADD COLUMN heartbeat_at  timestamptz;
+
+ALTER TABLE workflow
+	ADD COLUMN max_pending_ms bigint NOT NULL DEFAULT 86400000
+		CHECK (max_pending_ms BETWEEN 1000 AND 31536000000);
+
+ALTER TYPE hf_job ADD ATTRIBUTE last_heartbeat jsonb, ADD ATTRIBUTE max_pending_ms bigint;
