@@ -34,52 +34,25 @@ static const struct db_stmt q_get = {
 	".heartbeat_at), 'details', " a ".heartbeat) END)::text AS item, " a                    \
 	".generation AS ms, " a ".step || '.' || " a ".attempt AS id, " a ".step AS k_step, " a \
 	".attempt AS k_attempt"
-static const struct db_stmt q_steps = {
-	"run_steps",
-	DB_PAGE_SQL("SELECT * FROM ((" STEP_ITEM("a", "a.result", "a.finished_at",
-						 "'http_status', a.http_status, 'error', "
-						 "a.error") " FROM step_attempt a WHERE "
-							    "a.run_id = $1"
-							    " AND (a.generation, a.step, "
-							    "a.attempt) > ($2::integer, "
-							    "$3::integer,"
-							    " $4::integer) ORDER BY "
-							    "a.generation, a.step, a.attempt)"
-							    " UNION ALL (" STEP_ITEM(
-								    "p", "'pending'",
-								    "NULL::timestamptz",
-								    "'http_status', "
-								    "NULL::integer, 'error', "
-								    "NULL::text") " FROM "
-										  "(SELECT "
-										  "x.*, "
-										  "x.claimed_"
-										  "at AS "
-										  "started_at"
-										  " FROM run x "
-										  "WHERE "
-										  "x.run_id = "
-										  "$1 AND "
-										  "x.pending_"
-										  "since IS "
-										  "NOT NULL"
-										  " AND "
-										  "(x."
-										  "generation, "
-										  "x.step, "
-										  "x.attempt) "
-										  "> "
-										  "($2::"
-										  "integer, "
-										  "$3::integer,"
-										  " $4::"
-										  "integer)) "
-										  "p)) h ORDER "
-										  "BY ms, "
-										  "k_step, "
-										  "k_attempt",
-		    "ms, k_step, k_attempt", "$5", "$6"),
-	6};
+/* The attempts that ended, and the one now pending. */
+#define STEPS_ENDED                                                                        \
+	STEP_ITEM("a", "a.result", "a.finished_at",                                        \
+		  "'http_status', a.http_status, 'error', a.error")                        \
+	" FROM step_attempt a WHERE a.run_id = $1"                                         \
+	" AND (a.generation, a.step, a.attempt) > ($2::integer, $3::integer, $4::integer)" \
+	" ORDER BY a.generation, a.step, a.attempt"
+#define STEP_PENDING                                                   \
+	STEP_ITEM("p", "'pending'", "NULL::timestamptz",               \
+		  "'http_status', NULL::integer, 'error', NULL::text") \
+	" FROM (SELECT x.*, x.claimed_at AS started_at FROM run x"     \
+	" WHERE x.run_id = $1 AND x.pending_since IS NOT NULL"         \
+	" AND (x.generation, x.step, x.attempt) > ($2::integer, $3::integer, $4::integer)) p"
+static const struct db_stmt q_steps = {"run_steps",
+				       DB_PAGE_SQL("SELECT * FROM ((" STEPS_ENDED
+						   ") UNION ALL (" STEP_PENDING ")) h"
+						   " ORDER BY ms, k_step, k_attempt",
+						   "ms, k_step, k_attempt", "$5", "$6"),
+				       6};
 static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 /* Newest first, from the cursor on. Every filter reads an index in this
  * order and stops after the page (tests/integration/test_size_plans.py):
