@@ -94,6 +94,7 @@ void settlement_cleanup(struct settlement *s)
 	free(s->id);
 	free(s->reason);
 	free(s->wait_key);
+	json_decref(s->wait_keys);
 	json_decref(s->payload);
 	json_decref(s->value);
 	json_decref(s->kv_put);
@@ -206,6 +207,8 @@ static json_t *encode(const struct settlement *s)
 			bad |= json_object_set_new(it, "wait_key", json_string(s->wait_key)) |
 			       json_object_set_new(it, "wait_timeout_ms",
 						   json_integer(s->wait_timeout_ms));
+			if (s->wait_keys != NULL)
+				bad |= json_object_set(it, "wait_keys", s->wait_keys);
 		} else if (s->run_at_ms > 0) {
 			char at[TIMEFMT_RFC3339_LEN + 1];
 			timefmt_rfc3339(s->run_at_ms, at);

@@ -103,6 +103,8 @@ struct settlement {
 	int64_t delay_ms;       /* CONTINUE: 0 for now */
 	int64_t run_at_ms;      /* CONTINUE: > 0: at this time (epoch ms) instead of delay_ms */
 	char *wait_key;         /* CONTINUE: wait for a signal on this key, or NULL */
+	json_t *wait_keys;      /* CONTINUE: or on the first of these keys (a JSON array whose
+				 * first is wait_key), or NULL */
 	int64_t wait_timeout_ms;
 	int64_t timeout_ms;           /* PENDING: how long the step may stay open */
 	int64_t heartbeat_timeout_ms; /* PENDING: 0, or the most between heartbeats */

@@ -38,3 +38,19 @@ ALTER TABLE workflow
 		CHECK (max_pending_ms BETWEEN 1000 AND 31536000000);
 
 ALTER TYPE hf_job ADD ATTRIBUTE last_heartbeat jsonb, ADD ATTRIBUTE max_pending_ms bigint;
+
+-- Waiting for the first of several signals (wait_for_signal with
+-- correlation_keys): signal_wait holds every key a waiting run waits on, one
+-- waiter per key (its primary key), replacing the unique index on
+-- run.wait_key. run.wait_keys lists them all (run.wait_key stays the first).
+-- Runs already waiting move in.
+CREATE TABLE signal_wait (
+	correlation_key text PRIMARY KEY,
+	run_id          text NOT NULL
+);
+CREATE INDEX signal_wait_run ON signal_wait (run_id);
+ALTER TABLE run ADD COLUMN wait_keys text[];
+INSERT INTO signal_wait (correlation_key, run_id)
+	SELECT wait_key, run_id FROM run WHERE status = 'waiting' AND wait_key IS NOT NULL;
+UPDATE run SET wait_keys = ARRAY[wait_key] WHERE status = 'waiting' AND wait_key IS NOT NULL;
+DROP INDEX run_wait_key;

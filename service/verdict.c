@@ -73,6 +73,30 @@ static bool int_in_range(const json_t *v, int64_t lo, int64_t hi, int64_t *out)
 	return true;
 }
 
+/* wait_for_signal.correlation_keys: 1..VERDICT_MAX_WAIT_KEYS distinct keys. */
+static enum err_code parse_wait_keys(const json_t *cks, struct outcome *out, struct err *e)
+{
+	char field[64];
+	size_t n = json_array_size(cks);
+	if (!json_is_array(cks) || n < 1 || n > VERDICT_MAX_WAIT_KEYS)
+		return err_set(e, ERR_INVALID,
+			       "wait_for_signal.correlation_keys: must be an array of 1 to %d keys",
+			       VERDICT_MAX_WAIT_KEYS);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *k = json_array_get(cks, i);
+		snprintf(field, sizeof field, "wait_for_signal.correlation_keys[%zu]", i);
+		if (!json_is_string(k))
+			return err_set(e, ERR_INVALID, "%s: must be a string", field);
+		if (ids_check_key(field, json_string_value(k), json_string_length(k), e) != ERR_OK)
+			return e != NULL ? e->code : ERR_INVALID;
+		for (size_t j = 0; j < i; j++)
+			if (json_equal(json_array_get(cks, j), k))
+				return err_set(e, ERR_INVALID, "%s: repeats an earlier key", field);
+	}
+	out->correlation_keys = json_incref((json_t *)cks);
+	return ERR_OK;
+}
+
 static enum err_code parse_wait(const json_t *w, struct outcome *out, struct err *e)
 {
 	char quoted[QUOTED_BYTES];
@@ -86,15 +110,27 @@ static enum err_code parse_wait(const json_t *w, struct outcome *out, struct err
 	json_object_keylen_foreach((json_t *)w, k, klen, val)
 	{
 		(void)val;
-		if (key_is(k, klen, "correlation_key") || key_is(k, klen, "timeout_ms"))
+		if (key_is(k, klen, "correlation_key") || key_is(k, klen, "correlation_keys") ||
+		    key_is(k, klen, "timeout_ms"))
 			continue;
 		ids_quote(k, klen, quoted, sizeof quoted);
 		return err_set(e, ERR_INVALID, "wait_for_signal: unknown field %s", quoted);
 	}
 	ck = json_object_get(w, "correlation_key");
 	to = json_object_get(w, "timeout_ms");
+	const json_t *cks = json_object_get(w, "correlation_keys");
+	if (ck != NULL && cks != NULL)
+		return err_set(e, ERR_INVALID,
+			       "wait_for_signal.correlation_keys: cannot be combined with "
+			       "correlation_key");
+	if (cks != NULL) {
+		if (parse_wait_keys(cks, out, e))
+			return e != NULL ? e->code : ERR_INVALID;
+		ck = json_array_get(cks, 0);
+	}
 	if (ck == NULL)
-		return err_set(e, ERR_INVALID, "wait_for_signal.correlation_key: is required");
+		return err_set(e, ERR_INVALID,
+			       "wait_for_signal.correlation_key: is required (or correlation_keys)");
 	if (!json_is_string(ck))
 		return err_set(e, ERR_INVALID, "wait_for_signal.correlation_key: must be a string");
 	if (ids_check_key("wait_for_signal.correlation_key", json_string_value(ck),
@@ -320,9 +356,14 @@ json_t *outcome_to_json(const struct outcome *o)
 		} else if (o->trigger == TRIGGER_SIGNAL) {
 			w = json_object();
 			if (w != NULL) {
-				set_new(w, "correlation_key",
-					json_string(o->correlation_key ? o->correlation_key : ""),
-					&ok);
+				if (o->correlation_keys != NULL)
+					set_new(w, "correlation_keys",
+						json_incref(o->correlation_keys), &ok);
+				else
+					set_new(w, "correlation_key",
+						json_string(o->correlation_key ? o->correlation_key
+									       : ""),
+						&ok);
 				set_new(w, "timeout_ms", json_integer(o->timeout_ms), &ok);
 			}
 			set_new(obj, "wait_for_signal", w, &ok);
@@ -371,6 +412,7 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 			s->run_at_ms = o->run_at_ms;
 		if (o->trigger == TRIGGER_SIGNAL) {
 			s->wait_key = strdup(o->correlation_key);
+			s->wait_keys = json_incref(o->correlation_keys);
 			s->wait_timeout_ms = o->timeout_ms;
 			ok = s->wait_key != NULL;
 		}
@@ -407,6 +449,7 @@ void outcome_cleanup(struct outcome *o)
 	json_decref(o->result);
 	free(o->reason);
 	free(o->correlation_key);
+	json_decref(o->correlation_keys);
 	effects_cleanup(&o->kv);
 	memset(o, 0, sizeof *o);
 }

@@ -17,6 +17,7 @@
 #define VERDICT_ERROR_BODY_BYTES 200
 #define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */
 #define VERDICT_MAX_REASON_BYTES 4096
+#define VERDICT_MAX_WAIT_KEYS 16 /* wait_for_signal.correlation_keys */
 
 enum outcome_kind {
 	OUTCOME_CONTINUE = 1,
@@ -36,7 +37,10 @@ struct outcome {
 	enum trigger_kind trigger;
 	int64_t delay_ms;      /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
 	int64_t run_at_ms;     /* TRIGGER_AT: epoch ms ("run_at", RFC 3339) */
-	char *correlation_key; /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key */
+	char *correlation_key; /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key; the first
+				* of correlation_keys when those were given */
+	json_t *correlation_keys; /* TRIGGER_SIGNAL: the keys when several were given (an
+				   * array of 1..VERDICT_MAX_WAIT_KEYS distinct keys), else NULL */
 	int64_t timeout_ms;    /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS; PENDING: 0 (absent)
 				* or 1..VERDICT_MAX_DELAY_MS */
 	int64_t heartbeat_timeout_ms; /* PENDING: 0 (absent) or 1..VERDICT_MAX_DELAY_MS */
@@ -49,6 +53,7 @@ struct outcome {
  *   {"outcome":"continue","payload":J,"delay_ms":N}          TRIGGER_AFTER (N >= 0; 0 means now)
  *   {"outcome":"continue","payload":J,"run_at":"<RFC 3339>"} TRIGGER_AT
  *   {"outcome":"continue","payload":J,"wait_for_signal":{"correlation_key":K,"timeout_ms":N}}
+ *       (or "correlation_keys":[K, ...]: the first signal on any of them)
  *   {"outcome":"succeed","result":J}
  *   {"outcome":"fail","reason":S}   {"outcome":"cancel","reason":S}
  *   {"outcome":"pending","timeout_ms":N,"heartbeat_timeout_ms":H}  (both optional)

@@ -35,6 +35,8 @@ BEGIN
 		|| ', "waiting": ' || CASE WHEN r.status = 'waiting'
 			THEN '{"timeout_at": ' || coalesce(to_json(hf_ts(r.wait_timeout_at))::text, 'null')
 				|| ', "correlation_key": ' || coalesce(to_json(r.wait_key)::text, 'null')
+				|| ', "correlation_keys": '
+				|| coalesce(to_jsonb(r.wait_keys)::text, 'null')
 				|| '}'
 			ELSE 'null' END
 		|| ', "priority": ' || r.priority::text
@@ -72,7 +74,7 @@ LANGUAGE sql STABLE AS $$
 		'next_attempt_at', CASE WHEN r.status IN ('pending', 'scheduled', 'waiting')
 				   THEN hf_ts(r.next_at) END,
 		'waiting', CASE WHEN r.status = 'waiting' THEN jsonb_build_object(
-				'correlation_key', r.wait_key,
+				'correlation_key', r.wait_key, 'correlation_keys', to_jsonb(r.wait_keys),
 				'timeout_at', hf_ts(r.wait_timeout_at)) END,
 		'cancel_requested', r.cancel_requested,
 		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,

@@ -485,26 +485,30 @@ DECLARE
 	c integer := 0;
 	w record;
 	sig jsonb;
-	got boolean;
+	k text;
 BEGIN
 	UPDATE run SET status = 'pending', seq = nextval('hf_seq'), updated_at = now()
 	WHERE run_id IN (SELECT run_id FROM run WHERE status = 'scheduled'
 			 AND next_at <= now() ORDER BY next_at LIMIT p_limit
 			 FOR UPDATE SKIP LOCKED);
 	GET DIAGNOSTICS a = ROW_COUNT;
-	FOR w IN SELECT x.run_id, x.wait_key FROM run x WHERE x.status = 'waiting'
+	FOR w IN SELECT x.run_id, hf_wait_keys(to_jsonb(x.wait_keys), x.wait_key) AS keys
+		 FROM run x WHERE x.status = 'waiting'
 		 AND x.next_at <= now() ORDER BY x.next_at LIMIT p_limit
 	LOOP
-		PERFORM hf_lock_key(w.wait_key);
+		FOREACH k IN ARRAY w.keys LOOP
+			PERFORM hf_lock_key(k);
+		END LOOP;
 		PERFORM 1 FROM run x WHERE x.run_id = w.run_id AND x.status = 'waiting'
 			AND x.next_at <= now() FOR UPDATE SKIP LOCKED;
 		CONTINUE WHEN NOT FOUND;
-		DELETE FROM signal_buffer WHERE correlation_key = w.wait_key RETURNING payload INTO sig;
-		got := FOUND;
+		k := NULL;
+		SELECT b.key, b.payload INTO k, sig FROM hf_take_buffered(w.keys) b;
+		DELETE FROM signal_wait sw WHERE sw.run_id = w.run_id;
 		UPDATE run SET status = 'pending', seq = nextval('hf_seq'),
-			signal = CASE WHEN got THEN jsonb_build_object('status', 'delivered', 'payload', sig)
+			signal = CASE WHEN k IS NOT NULL THEN hf_delivered(k, cardinality(w.keys), sig)
 				 ELSE '{"status": "timeout"}'::jsonb END,
-			wait_key = NULL, updated_at = now()
+			wait_key = NULL, wait_keys = NULL, updated_at = now()
 		WHERE run_id = w.run_id;
 		c := c + 1;
 	END LOOP;

@@ -62,6 +62,10 @@ DECLARE
 	cbs integer := 0;
 	pend_rids text[];
 	pend_due timestamptz;
+	wkeys text[];
+	wkey text;
+	waiting text[];
+	unwaited text[];
 BEGIN
 	-- Pending answers first: the claim stays, without an owner to renew it;
 	-- its lease is the earlier deadline, so the reaper ends it (hf_reap). A
@@ -102,9 +106,11 @@ BEGIN
 	END IF;
 
 	-- Waits first, in item order: on a current claim without a cancel
-	-- request, lock the run and the key, refuse a second waiter and take a
-	-- buffered signal. waits maps the item's position to {"conflict"} or
-	-- {"buffered", "signal"}.
+	-- request, lock the run and its keys (in key order), refuse a second
+	-- waiter on any key and take the oldest signal buffered on one. waits
+	-- maps the item's position to {"conflict", "key"} or {"buffered",
+	-- "signal", "key"}. An item waits on "wait_keys" (the first of several
+	-- signals), or on "wait_key" alone.
 	IF jsonb_path_exists(p_items, '$[*].wait_key') THEN
 		FOR it IN SELECT e.ord, e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
 			  WHERE e.item->>'result' = 'continue' AND e.item->>'wait_key' IS NOT NULL
@@ -113,15 +119,20 @@ BEGIN
 				AND x.claim_token = (it.item->>'claim_token')::bigint
 				AND x.status = 'running' AND NOT x.cancel_requested FOR UPDATE;
 			CONTINUE WHEN NOT FOUND;
-			PERFORM hf_lock_key(it.item->>'wait_key');
-			IF EXISTS (SELECT 1 FROM run x WHERE x.wait_key = it.item->>'wait_key'
-				   AND x.status = 'waiting' AND x.run_id <> it.item->>'run_id') THEN
-				waits := waits || jsonb_build_object(it.ord::text, '{"conflict": true}'::jsonb);
-			ELSE
-				DELETE FROM signal_buffer b WHERE b.correlation_key = it.item->>'wait_key'
-				RETURNING b.payload INTO sig;
+			wkeys := hf_wait_keys(it.item->'wait_keys', it.item->>'wait_key');
+			FOREACH wkey IN ARRAY wkeys LOOP
+				PERFORM hf_lock_key(wkey);
+			END LOOP;
+			SELECT w.correlation_key INTO wkey FROM signal_wait w
+			WHERE w.correlation_key = ANY (wkeys) AND w.run_id <> it.item->>'run_id'
+			ORDER BY w.correlation_key LIMIT 1;
+			IF FOUND THEN
 				waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
-					'buffered', FOUND, 'signal', sig));
+					'conflict', true, 'key', wkey));
+			ELSE
+				SELECT b.key, b.payload INTO wkey, sig FROM hf_take_buffered(wkeys) b;
+				waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
+					'buffered', wkey IS NOT NULL, 'signal', sig, 'key', wkey));
 			END IF;
 		END LOOP;
 	END IF;
@@ -137,12 +148,14 @@ BEGIN
 		FROM ROWS FROM (jsonb_to_recordset(p_items) AS (run_id text, claim_token bigint,
 			result text, payload jsonb, value jsonb, reason text, http_status integer,
 			delay_ms bigint, retry_delay_ms bigint, wait_key text, wait_timeout_ms bigint,
-			kv jsonb, run_at timestamptz)) WITH ORDINALITY AS e(run_id, claim_token, result,
-			payload, value, reason, http_status, delay_ms, retry_delay_ms, wait_key,
-			wait_timeout_ms, kv, run_at, ord)),
+			kv jsonb, run_at timestamptz, wait_keys jsonb)) WITH ORDINALITY AS e(run_id,
+			claim_token, result, payload, value, reason, http_status, delay_ms,
+			retry_delay_ms, wait_key, wait_timeout_ms, kv, run_at, wait_keys, ord)),
 	d AS (
 		SELECT x.ord, x.run_id AS rid, x.claim_token AS token, x.result AS res, x.payload,
 		       x.value, x.reason, x.http_status, x.kv, x.wait_key, x.buffered,
+		       CASE WHEN x.wait_key IS NOT NULL THEN hf_wait_keys(x.wait_keys, x.wait_key)
+		       END AS wait_keys,
 		       r.cancel_requested, r.step AS o_step, r.attempt AS o_attempt,
 		       r.generation AS o_generation, r.job_id AS o_job_id, r.payload AS o_payload,
 		       r.signal AS o_signal, r.claimed_at AS o_claimed_at,
@@ -171,7 +184,8 @@ BEGIN
 		       -- the run's error when it ends (and the history row's)
 		       CASE WHEN c.ext_cancel THEN r.cancel_reason
 			    WHEN x.conflict THEN format(
-				'a waiter is already registered for correlation key %s', x.wait_key)
+				'a waiter is already registered for correlation key %s',
+				waits->(x.ord::text)->>'key')
 			    WHEN x.result = 'lease_expired' THEN 'lease expired'
 			    WHEN x.result IN ('cancel', 'fail', 'transient_error', 'permanent_error',
 					      'cancel_queued')
@@ -211,8 +225,8 @@ BEGIN
 			-- the next step's payload is this attempt's output (hist)
 			payload = CASE WHEN d.advance THEN NULL ELSE rr.payload END,
 			signal = CASE WHEN NOT d.advance THEN rr.signal
-				      WHEN d.buffered THEN jsonb_build_object(
-					'status', 'delivered', 'payload', waits->(d.ord::text)->'signal') END,
+				      WHEN d.buffered THEN hf_delivered(waits->(d.ord::text)->>'key',
+					cardinality(d.wait_keys), waits->(d.ord::text)->'signal') END,
 			result = CASE WHEN d.st = 'succeeded' THEN coalesce(d.value, 'null') END,
 			error = CASE WHEN d.due IS NULL THEN d.err END,
 			error_kind = CASE WHEN d.due IS NULL THEN d.kind END,
@@ -221,6 +235,7 @@ BEGIN
 			seq = CASE WHEN d.st = 'queued' AND d.due <= now() THEN nextval('hf_seq') END,
 			next_at = d.due,
 			wait_key = CASE WHEN d.st = 'waiting' THEN d.wait_key END,
+			wait_keys = CASE WHEN d.st = 'waiting' THEN d.wait_keys END,
 			wait_timeout_at = CASE WHEN d.st = 'waiting' THEN d.due END,
 			cancel_requested = rr.cancel_requested OR d.res = 'cancel_queued',
 			lease_owner = NULL, claim_token = NULL, claimed_at = NULL,
@@ -236,7 +251,7 @@ BEGIN
 		  AND CASE WHEN d.res = 'cancel_queued'
 			   THEN rr.status IN ('pending', 'scheduled', 'waiting')
 			   ELSE rr.claim_token = d.token AND rr.status IN ('running', 'cancelling') END
-		RETURNING d.ord, d.rid, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
+		RETURNING d.ord, d.rid, d.res, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
 			  rr.status AS st, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
@@ -262,9 +277,22 @@ BEGIN
 	       array_agg(u.rid) FILTER (WHERE u.cb_url IS NOT NULL),
 	       array_agg(DISTINCT u.group_id) FILTER (WHERE u.term AND u.group_id IS NOT NULL),
 	       min(u.next_at) FILTER (WHERE u.st IN ('scheduled', 'waiting')),
-	       coalesce(bool_or(u.st = 'pending'), false)
-	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued
+	       coalesce(bool_or(u.st = 'pending'), false),
+	       array_agg(u.rid) FILTER (WHERE u.st = 'waiting'),
+	       array_agg(u.rid) FILTER (WHERE u.res = 'cancel_queued')
+	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited
 	FROM u;
+
+	-- The keys the waiting runs wait on (one waiter per key: a second one in
+	-- this batch fails it, and the caller settles its items one by one); a
+	-- cancelled run waits no more.
+	IF unwaited IS NOT NULL THEN
+		DELETE FROM signal_wait w WHERE w.run_id = ANY (unwaited);
+	END IF;
+	IF waiting IS NOT NULL THEN
+		INSERT INTO signal_wait (correlation_key, run_id)
+		SELECT unnest(r.wait_keys), r.run_id FROM run r WHERE r.run_id = ANY (waiting);
+	END IF;
 
 	-- Dead letters: the history row of each dead attempt, kept.
 	IF dead IS NOT NULL THEN

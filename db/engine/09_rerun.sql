@@ -13,7 +13,7 @@ BEGIN
 		generation = r.generation + 1, job_id = hf_new_id(),
 		payload = CASE WHEN from_step = 0 AND p_payload IS NOT DISTINCT FROM input
 			       THEN NULL ELSE p_payload END,
-		signal = NULL, seq = nextval('hf_seq'), next_at = now(), wait_key = NULL,
+		signal = NULL, seq = nextval('hf_seq'), next_at = now(), wait_key = NULL, wait_keys = NULL,
 		wait_timeout_at = NULL, cancel_requested = false, cancel_reason = NULL,
 		lease_owner = NULL,
 		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,

@@ -601,6 +601,14 @@ struct valid_case {
 };
 
 static const struct valid_case valid_cases[] = {
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":[\"paid\",\"gone\"],"
+	 "\"timeout_ms\":5}}",
+	 OUTCOME_CONTINUE, TRIGGER_SIGNAL, 0, "paid", 5, NULL,
+	 "{\"outcome\":\"continue\",\"payload\":null,\"wait_for_signal\":{\"correlation_keys\":"
+	 "[\"paid\",\"gone\"],\"timeout_ms\":5}}"},
+	{"{\"outcome\":\"continue\",\"run_at\":\"2026-12-02T10:15:00Z\"}", OUTCOME_CONTINUE,
+	 TRIGGER_AT, 0, NULL, 0, NULL,
+	 "{\"outcome\":\"continue\",\"payload\":null,\"run_at\":\"2026-12-02T10:15:00.000Z\"}"},
 	{"{\"outcome\":\"continue\",\"payload\":{\"n\":1}}", OUTCOME_CONTINUE, TRIGGER_NOW, 0, NULL,
 	 0, NULL, "{\"outcome\":\"continue\",\"payload\":{\"n\":1}}"},
 	{"{\"outcome\":\"continue\"}", OUTCOME_CONTINUE, TRIGGER_NOW, 0, NULL, 0, NULL,
@@ -782,6 +790,30 @@ static const struct invalid_case invalid_cases[] = {
 	 "{\"correlation_key\":\"k\",\"timeout_ms\":10}}",
 	 "delay_ms: cannot be combined with wait_for_signal"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":[]}", "wait_for_signal: must be an object"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":[],\"timeout_ms\":1}"
+	 "}",
+	 "wait_for_signal.correlation_keys: must be an array of 1 to 16 keys"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":\"a\",\"timeout_ms\":"
+	 "1}}",
+	 "wait_for_signal.correlation_keys: must be an array of 1 to 16 keys"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":"
+	 "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\","
+	 "\"o\",\"p\",\"q\"],"
+	 "\"timeout_ms\":1}}",
+	 "wait_for_signal.correlation_keys: must be an array of 1 to 16 keys"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":[\"a\",7],\"timeout_"
+	 "ms\":1}}",
+	 "wait_for_signal.correlation_keys[1]: must be a string"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":[\"a\",\"\"],"
+	 "\"timeout_ms\":1}}",
+	 "wait_for_signal.correlation_keys[1]: must not be empty"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_keys\":[\"a\",\"b\",\"a\"],"
+	 "\"timeout_ms\":1}}",
+	 "wait_for_signal.correlation_keys[2]: repeats an earlier key"},
+	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_key\":\"a\",\"correlation_"
+	 "keys\":[\"b\"],"
+	 "\"timeout_ms\":1}}",
+	 "wait_for_signal.correlation_keys: cannot be combined with correlation_key"},
 	{"{\"outcome\":\"continue\",\"run_at\":\"tomorrow\"}",
 	 "run_at: must be an RFC 3339 time such as 2026-12-02T10:15:00Z"},
 	{"{\"outcome\":\"continue\",\"run_at\":1764670500000}",
@@ -802,7 +834,7 @@ static const struct invalid_case invalid_cases[] = {
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":null}",
 	 "wait_for_signal: must be an object"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":{}}",
-	 "wait_for_signal.correlation_key: is required"},
+	 "wait_for_signal.correlation_key: is required (or correlation_keys)"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_key\":7,\"timeout_ms\":1}}",
 	 "wait_for_signal.correlation_key: must be a string"},
 	{"{\"outcome\":\"continue\",\"wait_for_signal\":{\"correlation_key\":\"\",\"timeout_ms\":1}"
