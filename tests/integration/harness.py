@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -90,6 +91,58 @@ def epoch_to_iso(t):
     import datetime
     dt = datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)
+
+
+# --------------------------------------------------------------------------
+# Sockets a process holds
+# --------------------------------------------------------------------------
+
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+              "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+              "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def tcp_sockets_to(pid, remote_port):
+    """The TCP sockets process `pid` holds open (has a descriptor for) whose
+    remote end is port `remote_port`, as a list of (local "ip:port", state
+    name). Read from procfs, no outside tool: the socket inodes behind
+    /proc/<pid>/fd/* ("socket:[inode]") are matched against the inode column
+    of /proc/<pid>/net/tcp and tcp6 (the process's network namespace). A
+    socket the process has closed is not counted, whatever its TCP state
+    (TIME_WAIT entries have inode 0 and belong to no one)."""
+    fd_dir = "/proc/%d/fd" % pid
+    inodes = set()
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue  # closed between listdir and readlink
+        m = re.match(r"^socket:\[(\d+)\]$", target)
+        if m:
+            inodes.add(m.group(1))
+    out = []
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                lines = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue  # no IPv6 in this kernel
+        for line in lines:
+            cols = line.split()
+            local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+            if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == remote_port:
+                out.append((_proc_addr(local), TCP_STATES.get(state, state)))
+    return out
+
+
+def _proc_addr(hex_addr):
+    """'0100007F:1F90' (procfs, host byte order per 32-bit word) -> '127.0.0.1:8080'."""
+    ip, port = hex_addr.rsplit(":", 1)
+    raw = bytes.fromhex(ip)
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return "%s:%d" % (socket.inet_ntop(family, raw), int(port, 16))
 
 
 # --------------------------------------------------------------------------
@@ -416,6 +469,30 @@ class Api:
         return wait_until(lambda: (lambda b: b if b["status"] in statuses else None)(self.run(run_id)),
                           timeout=timeout, message="run %s status in %s" % (run_id, statuses))
 
+    def runs(self, **filters):
+        """Every run of GET /v1/runs matching `filters` (workflow, status, ...),
+        following next_cursor, 1000 a page."""
+        out, params = [], dict(filters, limit=1000)
+        while True:
+            r = self.get("/v1/runs", params=params)
+            assert r.status == 200, "GET /v1/runs %r: %r" % (params, r)
+            out.extend(r.body["runs"])
+            if not r.body.get("next_cursor"):
+                return out
+            params = dict(filters, limit=1000, cursor=r.body["next_cursor"])
+
+    def metrics(self):
+        """GET /metrics as {series with its labels: value}, e.g.
+        {'hookflow_inflight_calls': 0.0, 'hookflow_runs{status="pending"}': 3.0}."""
+        r = self.get("/metrics")
+        assert r.status == 200, "GET /metrics: %r" % (r,)
+        samples = {}
+        for line in r.text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        return samples
+
 
 def assert_error(resp, status, code, field=None):
     """Asserts an error response: `status`, body {"error": {"code", "message"}}
@@ -675,6 +752,18 @@ def fail(reason):
 
 def cancel(reason):
     return Reply(200, {"outcome": "cancel", "reason": reason})
+
+
+def pending(timeout_ms=None, heartbeat_timeout_ms=None, status=202, **extra):
+    """The asynchronous answer: the step stays pending until it is completed
+    through POST /v1/runs/{id}/steps/{n}/complete (or times out)."""
+    body = {"outcome": "pending"}
+    if timeout_ms is not None:
+        body["timeout_ms"] = timeout_ms
+    if heartbeat_timeout_ms is not None:
+        body["heartbeat_timeout_ms"] = heartbeat_timeout_ms
+    body.update(extra)
+    return Reply(status, body)
 
 
 class Request:
