@@ -316,6 +316,13 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 			       "HOOKFLOW_BREAKER_COOLDOWN_MAX_MS: must not be less than "
 			       "HOOKFLOW_BREAKER_COOLDOWN_MS");
 
+	if (int_var("HOOKFLOW_MAX_CHILDREN", 100, 1, 10000, &n, e))
+		return e->code;
+	c->max_children = (int)n;
+	if (int_var("HOOKFLOW_MAX_CHILD_DEPTH", 8, 1, 1000, &n, e))
+		return e->code;
+	c->max_child_depth = (int)n;
+
 	if (netpolicy_init(&c->egress, getenv("HOOKFLOW_URL_ALLOW"), getenv("HOOKFLOW_URL_DENY"),
 			   e))
 		return e->code;

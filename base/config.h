@@ -45,15 +45,18 @@ struct config {
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
 	/* Endpoints that push back (README "Flow control"): */
-	bool endpoint_control;            /* HOOKFLOW_ENDPOINT_CONTROL on|off, default on */
-	int endpoint_max_inflight;        /* HOOKFLOW_ENDPOINT_MAX_INFLIGHT: the allowance's
+	bool endpoint_control;           /* HOOKFLOW_ENDPOINT_CONTROL on|off, default on */
+	int endpoint_max_inflight;       /* HOOKFLOW_ENDPOINT_MAX_INFLIGHT: the allowance's
 					    cap, default HOOKFLOW_MAX_INFLIGHT */
-	int breaker_threshold;            /* HOOKFLOW_BREAKER_THRESHOLD, default 10 failures */
-	int64_t breaker_window_ms;        /* HOOKFLOW_BREAKER_WINDOW_MS, default 10000 */
-	int64_t breaker_cooldown_ms;      /* HOOKFLOW_BREAKER_COOLDOWN_MS, default 1000 */
-	int64_t breaker_cooldown_max_ms;  /* HOOKFLOW_BREAKER_COOLDOWN_MAX_MS, default 60000 */
-	struct netpolicy egress;          /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
-	bool has_encryption_key;          /* HOOKFLOW_ENCRYPTION_KEY set */
+	int breaker_threshold;           /* HOOKFLOW_BREAKER_THRESHOLD, default 10 failures */
+	int64_t breaker_window_ms;       /* HOOKFLOW_BREAKER_WINDOW_MS, default 10000 */
+	int64_t breaker_cooldown_ms;     /* HOOKFLOW_BREAKER_COOLDOWN_MS, default 1000 */
+	int64_t breaker_cooldown_max_ms; /* HOOKFLOW_BREAKER_COOLDOWN_MAX_MS, default 60000 */
+	/* Child runs (README "Child runs"): */
+	int max_children;        /* HOOKFLOW_MAX_CHILDREN: per step, default 100 */
+	int max_child_depth;     /* HOOKFLOW_MAX_CHILD_DEPTH: levels below a root run, default 8 */
+	struct netpolicy egress; /* HOOKFLOW_URL_ALLOW / HOOKFLOW_URL_DENY */
+	bool has_encryption_key; /* HOOKFLOW_ENCRYPTION_KEY set */
 	unsigned char encryption_key[32]; /* its 32 bytes: seals secrets at rest */
 	char *egress_proxy;               /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
 	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */

@@ -95,6 +95,8 @@ void settlement_cleanup(struct settlement *s)
 	free(s->reason);
 	free(s->wait_key);
 	json_decref(s->wait_keys);
+	json_decref(s->children);
+	json_decref(s->wait_children);
 	json_decref(s->payload);
 	json_decref(s->value);
 	json_decref(s->kv_put);
@@ -209,6 +211,13 @@ static json_t *encode(const struct settlement *s)
 						   json_integer(s->wait_timeout_ms));
 			if (s->wait_keys != NULL)
 				bad |= json_object_set(it, "wait_keys", s->wait_keys);
+		} else if (s->children != NULL) {
+			bad |= json_object_set(it, "children", s->children) |
+			       json_object_set_new(it, "max_children",
+						   json_integer(s->max_children)) |
+			       json_object_set_new(it, "max_depth", json_integer(s->max_depth));
+			if (s->wait_children != NULL)
+				bad |= json_object_set(it, "wait_children", s->wait_children);
 		} else if (s->run_at_ms > 0) {
 			char at[TIMEFMT_RFC3339_LEN + 1];
 			timefmt_rfc3339(s->run_at_ms, at);

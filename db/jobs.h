@@ -56,7 +56,8 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 	X(endpoint, STR)                                                                     \
 	/* JSON: what the last unfinished attempt of this step reported, or NULL */          \
 	X(last_heartbeat, STR)                                                               \
-	X(max_pending_ms, I64) /* steps: the workflow's cap on a pending step */
+	X(max_pending_ms, I64) /* steps: the workflow's cap on a pending step */             \
+	X(children, STR)       /* JSON: the children a wait for them ended with, or NULL */
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *
@@ -106,7 +107,11 @@ struct settlement {
 	json_t *wait_keys;      /* CONTINUE: or on the first of these keys (a JSON array whose
 				 * first is wait_key), or NULL */
 	int64_t wait_timeout_ms;
-	int64_t timeout_ms;           /* PENDING: how long the step may stay open */
+	json_t *children;      /* CONTINUE: child runs to start and wait for (an array), or NULL */
+	json_t *wait_children; /* with children: {"mode", "count", "timeout_ms"}, or NULL */
+	int max_children;      /* with children: HOOKFLOW_MAX_CHILDREN */
+	int max_depth;         /* with children: HOOKFLOW_MAX_CHILD_DEPTH */
+	int64_t timeout_ms;    /* PENDING: how long the step may stay open */
 	int64_t heartbeat_timeout_ms; /* PENDING: 0, or the most between heartbeats */
 	json_t *value;                /* SUCCEED: the run's result */
 	json_t *kv_put;               /* kv effects of an outcome ({key: value}), or NULL */

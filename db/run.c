@@ -53,6 +53,18 @@ static const struct db_stmt q_steps = {"run_steps",
 						   " ORDER BY ms, k_step, k_attempt",
 						   "ms, k_step, k_attempt", "$5", "$6"),
 				       6};
+/* A run's children, by the generation and step that started them, then
+ * key (run_children); the cursor's number is generation << 32 | step. */
+static const struct db_stmt q_children = {
+	"run_children",
+	DB_PAGE_SQL("SELECT hf_run_text(r) AS item,"
+		    " (r.parent_generation::bigint << 32) | r.parent_step AS ms, r.child_key AS id"
+		    " FROM run r WHERE r.parent_run_id = $1"
+		    " AND (r.parent_generation, r.parent_step, r.child_key)"
+		    " > ($2::integer, $3::integer, $4)"
+		    " ORDER BY r.parent_generation, r.parent_step, r.child_key",
+		    "ms, id", "$5", "$6"),
+	6};
 static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 /* Newest first, from the cursor on. Every filter reads an index in this
  * order and stops after the page (tests/integration/test_size_plans.py):
@@ -215,6 +227,32 @@ static enum err_code steps_cursor(const char *pos, int *step, int *attempt, stru
 	return ERR_OK;
 }
 
+/* Reads page `r` (NULL: its statement failed, e says why) of a list that
+ * belongs to run `run_id` into *out; an empty page of a run that does not
+ * exist is ERR_NOT_FOUND. */
+static enum err_code read_run_page(struct db_conn *c, const char *run_id, PGresult *r,
+				   struct db_page *out, struct err *e)
+{
+	if (r == NULL)
+		return e->code;
+	bool empty = PQntuples(r) == 0;
+	if (db_page_read(r, out, e))
+		return e->code;
+	if (empty) { /* nothing listed, or no run at all? */
+		const char *p1[1] = {run_id};
+		r = db_exec(c, &q_exists, p1, e);
+		if (r == NULL || PQntuples(r) == 0) {
+			if (r != NULL)
+				err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
+			PQclear(r);
+			db_page_cleanup(out);
+			return e->code;
+		}
+		PQclear(r);
+	}
+	return ERR_OK;
+}
+
 enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
 			   struct db_page *out, struct err *e)
 {
@@ -240,24 +278,26 @@ enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct d
 	db_page_params(pg, &pp);
 	const char *p[6] = {run_id, g, s, a, pp.limit, pp.max_bytes};
 	PGresult *r = db_exec(c, &q_steps, p, e);
-	if (r == NULL)
+	return read_run_page(c, run_id, r, out, e);
+}
+
+enum err_code db_run_children(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
+			      struct db_page *out, struct err *e)
+{
+	memset(out, 0, sizeof *out);
+	int64_t pos = 0;
+	char *key = NULL;
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &pos, &key, e))
 		return e->code;
-	bool empty = PQntuples(r) == 0;
-	if (db_page_read(r, out, e))
-		return e->code;
-	if (empty) { /* no history, or no run at all? */
-		const char *p1[1] = {run_id};
-		r = db_exec(c, &q_exists, p1, e);
-		if (r == NULL || PQntuples(r) == 0) {
-			if (r != NULL)
-				err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
-			PQclear(r);
-			db_page_cleanup(out);
-			return e->code;
-		}
-		PQclear(r);
-	}
-	return ERR_OK;
+	char g[24], s[24];
+	snprintf(g, sizeof g, "%lld", (long long)(pos >> 32));
+	snprintf(s, sizeof s, "%lld", (long long)(pg->cursor != NULL ? (pos & 0xffffffffLL) : -1));
+	struct db_page_params pp;
+	db_page_params(pg, &pp);
+	const char *p[6] = {run_id, g, s, key != NULL ? key : "", pp.limit, pp.max_bytes};
+	PGresult *r = db_exec(c, &q_children, p, e);
+	free(key);
+	return read_run_page(c, run_id, r, out, e);
 }
 
 enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,

@@ -62,6 +62,12 @@ enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bo
 enum err_code db_run_steps(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
 			   struct db_page *out, struct err *e);
 
+/* A page of the child runs run `run_id` started (README "Child runs"), by
+ * generation, step and key: *out as for db_run_steps. ERR_NOT_FOUND when
+ * the run does not exist. */
+enum err_code db_run_children(struct db_conn *c, const char *run_id, const struct db_page_req *pg,
+			      struct db_page *out, struct err *e);
+
 struct run_filter {
 	const char *workflow;        /* NULL: any */
 	const char *statuses;        /* Postgres array literal "{a,b}", or NULL */

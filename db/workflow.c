@@ -21,14 +21,15 @@ static const struct db_stmt q_put = {
 	"INSERT INTO workflow AS w (name, url, callback_url, secret, timeout_ms, max_attempts,"
 	" priority, backoff_base_ms, backoff_max_ms, max_concurrency, step_output_replay,"
 	" key_concurrency, key_mode, debounce_ms, debounce_max_ms, rate_limit, rate_period_ms,"
-	" rate_per_key, endpoint_control, max_pending_ms)"
+	" rate_per_key, endpoint_control, max_pending_ms, on_parent_cancel)"
 	" SELECT $1, $2, $3, CASE WHEN $12::boolean THEN NULL ELSE $4 END, $5, $6, $7, $8, $9,"
 	" $10, $11, $13, f.key_mode, f.debounce_ms, f.debounce_max_ms, f.rate_limit,"
-	" f.rate_period_ms, f.rate_per_key, f.endpoint_control, f.max_pending_ms"
+	" f.rate_period_ms, f.rate_per_key, f.endpoint_control, f.max_pending_ms,"
+	" f.on_parent_cancel"
 	" FROM jsonb_to_record($14::jsonb) AS f(key_mode text, debounce_ms integer,"
 	" debounce_max_ms integer, rate_limit integer, rate_period_ms integer, rate_per_key "
 	"boolean,"
-	" endpoint_control boolean, max_pending_ms bigint)"
+	" endpoint_control boolean, max_pending_ms bigint, on_parent_cancel text)"
 	" ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, callback_url = "
 	"EXCLUDED.callback_url,"
 	" secret = CASE WHEN $12::boolean THEN w.secret ELSE EXCLUDED.secret END,"
@@ -44,6 +45,7 @@ static const struct db_stmt q_put = {
 	" debounce_max_ms = EXCLUDED.debounce_max_ms, rate_limit = EXCLUDED.rate_limit,"
 	" rate_period_ms = EXCLUDED.rate_period_ms, rate_per_key = EXCLUDED.rate_per_key,"
 	" endpoint_control = EXCLUDED.endpoint_control, max_pending_ms = EXCLUDED.max_pending_ms,"
+	" on_parent_cancel = EXCLUDED.on_parent_cancel,"
 	" step_output_replay = EXCLUDED.step_output_replay, updated_at = now()"
 	" RETURNING (xmax = 0), hf_workflow_json(w)",
 	14};
@@ -99,10 +101,11 @@ static enum err_code put(struct db_conn *c, const struct workflow_def *w, const 
 	snprintf(flow, sizeof flow,
 		 "{\"key_mode\":\"%s\",\"debounce_ms\":%d,\"debounce_max_ms\":%d,"
 		 "\"rate_limit\":%d,\"rate_period_ms\":%d,\"rate_per_key\":%s,"
-		 "\"endpoint_control\":%s,\"max_pending_ms\":%lld}",
+		 "\"endpoint_control\":%s,\"max_pending_ms\":%lld,\"on_parent_cancel\":\"%s\"}",
 		 w->key_mode ? w->key_mode : "queue", w->debounce_ms, w->debounce_max_ms,
 		 w->rate_limit, w->rate_period_ms, w->rate_per_key ? "true" : "false",
-		 w->endpoint_control ? "true" : "false", (long long)w->max_pending_ms);
+		 w->endpoint_control ? "true" : "false", (long long)w->max_pending_ms,
+		 w->on_parent_cancel ? w->on_parent_cancel : "cancel");
 	const char *p[14] = {w->name,
 			     w->url,
 			     w->callback_url,

@@ -31,8 +31,9 @@ struct workflow_def {
 	int rate_limit;       /* calls per rate_period_ms; 0: no rate limit */
 	int rate_period_ms;
 	bool rate_per_key;
-	bool endpoint_control;  /* its calls count in their endpoint's allowance */
-	int64_t max_pending_ms; /* the longest a step may stay pending (migrations/0008) */
+	bool endpoint_control;        /* its calls count in their endpoint's allowance */
+	int64_t max_pending_ms;       /* the longest a step may stay pending (migrations/0008) */
+	const char *on_parent_cancel; /* cancel or abandon its runs' children (migrations/0008) */
 };
 
 /* Creates or replaces workflow `w`. *created tells which; *out is the

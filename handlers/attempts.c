@@ -89,6 +89,9 @@ void handle_step_complete(struct http_req *r)
 	struct attempt_ref a;
 	struct settlement s = {.kind = JOB_STEP};
 	json_t *body = NULL, *run = NULL;
+	const struct config *cfg = http_req_app(r)->cfg;
+	s.max_children = cfg->max_children;
+	s.max_depth = cfg->max_child_depth;
 	if (attempt_of(r, &a, &e) || http_req_json(r, &body, &e) ||
 	    parse_completion(body, &s, &e) || hc_db(r, &c, &e) ||
 	    db_jobs_complete(c, &a, &s, &run, &e))

@@ -12,10 +12,6 @@
 #include "base/ids.h"
 #include "service/effects.h"
 
-#define MAX_HEADERS 64
-#define MAX_HEADER_NAME 256
-#define MAX_HEADER_VALUE 4096
-
 enum err_code hc_db(struct http_req *r, struct db_conn **c, struct err *e)
 {
 	return db_pool_acquire(http_req_app(r)->pool, HC_DB_WAIT_MS, c, e);
@@ -249,32 +245,4 @@ enum err_code hc_value_body(struct http_req *r, char **text, struct err *e)
 		hc_value_parse(body, text, e);
 	json_decref(body);
 	return e->code;
-}
-
-enum err_code hc_check_headers(const char *field, const json_t *h, struct err *e)
-{
-	if (!json_is_object(h))
-		return err_set(e, ERR_INVALID, "%s: must be an object of strings", field);
-	if (json_object_size(h) > MAX_HEADERS)
-		return err_set(e, ERR_INVALID, "%s: at most %d entries", field, MAX_HEADERS);
-	const char *k;
-	json_t *v;
-	json_object_foreach ((json_t *)h, k, v) {
-		char q[80];
-		ids_quote(k, strlen(k), q, sizeof q);
-		size_t kl = strlen(k);
-		if (kl == 0 || kl > MAX_HEADER_NAME)
-			return err_set(e, ERR_INVALID, "%s[%s]: name must be 1 to %d bytes", field,
-				       q, MAX_HEADER_NAME);
-		if (strncmp(k, "workflow.", 9) == 0)
-			return err_set(e, ERR_INVALID, "%s[%s]: the workflow. prefix is reserved",
-				       field, q);
-		if (!json_is_string(v))
-			return err_set(e, ERR_INVALID, "%s[%s]: must be a string", field, q);
-		if (json_string_length(v) > MAX_HEADER_VALUE ||
-		    strlen(json_string_value(v)) != json_string_length(v))
-			return err_set(e, ERR_INVALID, "%s[%s]: at most %d bytes, without NUL",
-				       field, q, MAX_HEADER_VALUE);
-	}
-	return ERR_OK;
 }

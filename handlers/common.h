@@ -84,9 +84,4 @@ enum err_code hc_value_body(struct http_req *r, char **text, struct err *e);
  * (borrowed): *text is malloc'd canonical JSON of the value, NULL on failure. */
 enum err_code hc_value_parse(const json_t *body, char **text, struct err *e);
 
-/* Validates user headers named `field`: an object of at most 64 string
- * values of at most 4096 bytes; names of 1..256 bytes that do not start with
- * the reserved "workflow." prefix. */
-enum err_code hc_check_headers(const char *field, const json_t *h, struct err *e);
-
 #endif

@@ -9,6 +9,7 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 #include "handlers/parse.h"
+#include "service/verdict.h"
 
 #define MAX_MEMBERS 10000
 #define MAX_WAIT_MS 300000
@@ -77,7 +78,7 @@ static json_t *members_of(const char *group_id, const json_t *members, const jso
 		if (h != NULL && !json_is_null(h)) {
 			char hf[64];
 			snprintf(hf, sizeof hf, "%s.headers", field);
-			if (hc_check_headers(hf, h, e)) {
+			if (verdict_check_headers(hf, h, e)) {
 				json_decref(merged);
 				goto fail;
 			}
@@ -155,7 +156,7 @@ enum err_code groups_parse_put(const char *group_id, const json_t *body, struct 
 	out->priority = (int)prio;
 	out->max_attempts = (int)att;
 	json_t *gh = json_object_get(body, "headers");
-	if (gh != NULL && !json_is_null(gh) && hc_check_headers("headers", gh, e))
+	if (gh != NULL && !json_is_null(gh) && verdict_check_headers("headers", gh, e))
 		goto out;
 	members = members_of(group_id, json_object_get(body, "members"), gh, out->manifest, e);
 	if (members == NULL)

@@ -32,6 +32,7 @@ void handle_workflow_resume(struct http_req *r);
 void handle_run_submit(struct http_req *r);
 void handle_run_get(struct http_req *r);
 void handle_run_steps(struct http_req *r);
+void handle_run_children(struct http_req *r);
 void handle_run_list(struct http_req *r);
 void handle_run_cancel(struct http_req *r);
 void handle_run_rerun(struct http_req *r);

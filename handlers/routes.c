@@ -22,6 +22,7 @@ const struct http_route routes[] = {
 	{"GET", "/v1/runs", handle_run_list, HTTP_AUTH_API},
 	{"GET", "/v1/runs/{}", handle_run_get, HTTP_AUTH_API},
 	{"GET", "/v1/runs/{}/steps", handle_run_steps, HTTP_AUTH_API},
+	{"GET", "/v1/runs/{}/children", handle_run_children, HTTP_AUTH_API},
 	{"POST", "/v1/runs/{}/cancel", handle_run_cancel, HTTP_AUTH_API},
 	{"POST", "/v1/runs/{}/rerun", handle_run_rerun, HTTP_AUTH_API},
 	{"POST", "/v1/runs/{}/steps/{}/complete", handle_step_complete, HTTP_AUTH_DELIVERY},

@@ -64,7 +64,7 @@ enum err_code runs_parse_submit(const json_t *body, const struct netpolicy *egre
 	json_t *headers = json_object_get(body, "headers");
 	bool has_headers = headers != NULL && !json_is_null(headers);
 	if (has_headers) {
-		if (hc_check_headers("headers", headers, e))
+		if (verdict_check_headers("headers", headers, e))
 			goto out;
 		buf->headers_text = json_dumps(headers, JSON_COMPACT);
 	}
@@ -240,22 +240,38 @@ out:
 	json_decref(run);
 }
 
-void handle_run_steps(struct http_req *r)
+/* A page of a list that belongs to the run in the path: its steps, its
+ * children. */
+static void run_page(struct http_req *r,
+		     enum err_code (*list)(struct db_conn *c, const char *run_id,
+					   const struct db_page_req *pg, struct db_page *out,
+					   struct err *e),
+		     const char *key)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	struct db_page steps = {0};
+	struct db_page page = {0};
 	struct db_page_req pg;
 	const char *id;
 	if (path_run_id(r, &id, &e) || hc_paging(r, HC_STEPS_PAGE_LIMIT, &pg, &e) ||
-	    hc_db(r, &c, &e) || db_run_steps(c, id, &pg, &steps, &e))
+	    hc_db(r, &c, &e) || list(c, id, &pg, &page, &e))
 		goto out;
-	hc_reply_page(r, 200, NULL, "steps", &steps);
+	hc_reply_page(r, 200, NULL, key, &page);
 out:
-	db_page_cleanup(&steps);
+	db_page_cleanup(&page);
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
+}
+
+void handle_run_steps(struct http_req *r)
+{
+	run_page(r, db_run_steps, "steps");
+}
+
+void handle_run_children(struct http_req *r)
+{
+	run_page(r, db_run_children, "children");
 }
 
 enum err_code runs_parse_statuses(const char *in, struct strbuf *out, struct err *e)

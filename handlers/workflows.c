@@ -29,6 +29,7 @@ static const char *const workflow_keys[] = {"url",
 					    "secret",
 					    "step_output_replay",
 					    "max_pending_ms",
+					    "on_parent_cancel",
 					    "name",
 					    NULL};
 static const char *const backoff_keys[] = {"base_ms", "max_ms", NULL};
@@ -157,6 +158,14 @@ enum err_code workflows_parse_body(const json_t *body, const struct netpolicy *e
 	/* README "Long-running steps": the longest a step may stay pending. */
 	if (hc_int(body, "max_pending_ms", 1000, 31536000000LL, 86400000, &w->max_pending_ms, e))
 		return e->code;
+	/* README "Child runs": what a cancel of one of its runs does to its children. */
+	if (hc_str(body, "on_parent_cancel", 16, &w->on_parent_cancel, e))
+		return e->code;
+	if (w->on_parent_cancel == NULL)
+		w->on_parent_cancel = "cancel";
+	if (strcmp(w->on_parent_cancel, "cancel") != 0 &&
+	    strcmp(w->on_parent_cancel, "abandon") != 0)
+		return err_set(e, ERR_INVALID, "on_parent_cancel: must be cancel or abandon");
 	return parse_flow(body, w, e);
 }
 

@@ -54,3 +54,25 @@ INSERT INTO signal_wait (correlation_key, run_id)
 	SELECT wait_key, run_id FROM run WHERE status = 'waiting' AND wait_key IS NOT NULL;
 UPDATE run SET wait_keys = ARRAY[wait_key] WHERE status = 'waiting' AND wait_key IS NOT NULL;
 DROP INDEX run_wait_key;
+
+-- Child runs a step starts and waits for (continue with "children"): a
+-- child names its parent (parent_run_id, parent_generation, parent_step,
+-- child_key; its run id derived from them) and its depth below the root
+-- run. A parent waiting for its children is 'waiting' with wait_children
+-- ({"mode", "count", "step"}); when the wait ends its next step receives
+-- run.children, the children as they were then. run_children finds a
+-- run's children. workflow.on_parent_cancel: what cancelling one of its
+-- runs does to that run's active children (cancel them, or abandon them).
+ALTER TABLE run
+	ADD COLUMN parent_run_id     text,
+	ADD COLUMN parent_generation integer,
+	ADD COLUMN parent_step       integer,
+	ADD COLUMN child_key         text,
+	ADD COLUMN depth             integer NOT NULL DEFAULT 0,
+	ADD COLUMN wait_children     jsonb,
+	ADD COLUMN children          jsonb;
+CREATE INDEX run_children ON run (parent_run_id, parent_generation, parent_step, child_key)
+	WHERE parent_run_id IS NOT NULL;
+ALTER TABLE workflow ADD COLUMN on_parent_cancel text NOT NULL DEFAULT 'cancel'
+	CHECK (on_parent_cancel IN ('cancel', 'abandon'));
+ALTER TYPE hf_job ADD ATTRIBUTE children jsonb;

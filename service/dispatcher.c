@@ -218,6 +218,10 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 		strbuf_puts(&b, ",\"signal\":");
 		strbuf_puts(&b, j->signal);
 	}
+	if (j->children != NULL) {
+		strbuf_puts(&b, ",\"children\":");
+		strbuf_puts(&b, j->children);
+	}
 	if (j->last_heartbeat != NULL) {
 		strbuf_puts(&b, ",\"last_heartbeat\":");
 		strbuf_puts(&b, j->last_heartbeat);
@@ -404,6 +408,8 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	struct settlement st;
 	if (f->job.kind == JOB_STEP) {
 		step_settlement(f, &v, status, &st);
+		st.max_children = w->d->cfg->max_children;
+		st.max_depth = w->d->cfg->max_child_depth;
 		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
 			st.replay_outcome = outcome_to_json(&v.outcome);
 	} else {

@@ -39,7 +39,8 @@ static bool key_allowed(enum outcome_kind kind, const char *k, size_t klen)
 	switch (kind) {
 	case OUTCOME_CONTINUE:
 		return key_is(k, klen, "payload") || key_is(k, klen, "delay_ms") ||
-		       key_is(k, klen, "run_at") || key_is(k, klen, "wait_for_signal");
+		       key_is(k, klen, "run_at") || key_is(k, klen, "wait_for_signal") ||
+		       key_is(k, klen, "children") || key_is(k, klen, "wait_for_children");
 	case OUTCOME_PENDING:
 		return key_is(k, klen, "timeout_ms") || key_is(k, klen, "heartbeat_timeout_ms");
 	case OUTCOME_SUCCEED:
@@ -129,8 +130,9 @@ static enum err_code parse_wait(const json_t *w, struct outcome *out, struct err
 		ck = json_array_get(cks, 0);
 	}
 	if (ck == NULL)
-		return err_set(e, ERR_INVALID,
-			       "wait_for_signal.correlation_key: is required (or correlation_keys)");
+		return err_set(
+			e, ERR_INVALID,
+			"wait_for_signal.correlation_key: is required (or correlation_keys)");
 	if (!json_is_string(ck))
 		return err_set(e, ERR_INVALID, "wait_for_signal.correlation_key: must be a string");
 	if (ids_check_key("wait_for_signal.correlation_key", json_string_value(ck),
@@ -149,6 +151,125 @@ static enum err_code parse_wait(const json_t *w, struct outcome *out, struct err
 	return ERR_OK;
 }
 
+/* One child run: {"key", "workflow", "input", "headers", "concurrency_key"}
+ * (key and workflow required). */
+static enum err_code parse_child(const json_t *c, size_t i, struct err *e)
+{
+	static const char *const keys[] = {"key", "workflow", "input", "headers",
+					   "concurrency_key"};
+	char f[32], sub[64], quoted[QUOTED_BYTES];
+	const char *k;
+	size_t klen;
+	json_t *val;
+
+	snprintf(f, sizeof f, "children[%zu]", i);
+	if (!json_is_object(c))
+		return err_set(e, ERR_INVALID, "%s: must be an object", f);
+	json_object_keylen_foreach((json_t *)c, k, klen, val)
+	{
+		(void)val;
+		bool known = false;
+		for (size_t n = 0; n < sizeof keys / sizeof keys[0]; n++)
+			known |= key_is(k, klen, keys[n]);
+		if (known)
+			continue;
+		ids_quote(k, klen, quoted, sizeof quoted);
+		return err_set(e, ERR_INVALID, "%s: unknown field %s", f, quoted);
+	}
+	const json_t *key = json_object_get(c, "key"), *wf = json_object_get(c, "workflow");
+	const json_t *h = json_object_get(c, "headers"),
+		     *ck = json_object_get(c, "concurrency_key");
+	snprintf(sub, sizeof sub, "%s.key", f);
+	if (!json_is_string(key))
+		return err_set(e, ERR_INVALID, "%s: is required, a string", sub);
+	if (ids_check_key(sub, json_string_value(key), json_string_length(key), e))
+		return e != NULL ? e->code : ERR_INVALID;
+	snprintf(sub, sizeof sub, "%s.workflow", f);
+	if (!json_is_string(wf))
+		return err_set(e, ERR_INVALID, "%s: is required, a string", sub);
+	if (ids_check_workflow_name(sub, json_string_value(wf), json_string_length(wf), e))
+		return e != NULL ? e->code : ERR_INVALID;
+	snprintf(sub, sizeof sub, "%s.headers", f);
+	if (h != NULL && !json_is_null(h) && verdict_check_headers(sub, h, e))
+		return e != NULL ? e->code : ERR_INVALID;
+	snprintf(sub, sizeof sub, "%s.concurrency_key", f);
+	if (ck != NULL && !json_is_null(ck) && !json_is_string(ck))
+		return err_set(e, ERR_INVALID, "%s: must be a string", sub);
+	if (json_is_string(ck) &&
+	    ids_check_concurrency_key(sub, json_string_value(ck), json_string_length(ck), e))
+		return e != NULL ? e->code : ERR_INVALID;
+	return ERR_OK;
+}
+
+/* children (1..VERDICT_MAX_CHILDREN, distinct keys) and wait_for_children
+ * ({"mode": all | any | count, "count": 1..number of children with count,
+ * "timeout_ms"}). */
+static enum err_code parse_children(const json_t *cs, const json_t *wc, struct outcome *out,
+				    struct err *e)
+{
+	char quoted[QUOTED_BYTES];
+	const char *k;
+	size_t klen, n = json_array_size(cs);
+	json_t *val;
+	int64_t count = 0, timeout = 0;
+
+	if (!json_is_array(cs) || n < 1 || n > VERDICT_MAX_CHILDREN)
+		return err_set(e, ERR_INVALID, "children: must be an array of 1 to %d child runs",
+			       VERDICT_MAX_CHILDREN);
+	for (size_t i = 0; i < n; i++) {
+		if (parse_child(json_array_get(cs, i), i, e))
+			return e != NULL ? e->code : ERR_INVALID;
+		for (size_t j = 0; j < i; j++)
+			if (json_equal(json_object_get(json_array_get(cs, j), "key"),
+				       json_object_get(json_array_get(cs, i), "key")))
+				return err_set(e, ERR_INVALID,
+					       "children[%zu].key: repeats children[%zu].key", i,
+					       j);
+	}
+	if (wc != NULL) {
+		if (!json_is_object(wc))
+			return err_set(e, ERR_INVALID, "wait_for_children: must be an object");
+		json_object_keylen_foreach((json_t *)wc, k, klen, val)
+		{
+			(void)val;
+			if (key_is(k, klen, "mode") || key_is(k, klen, "count") ||
+			    key_is(k, klen, "timeout_ms"))
+				continue;
+			ids_quote(k, klen, quoted, sizeof quoted);
+			return err_set(e, ERR_INVALID, "wait_for_children: unknown field %s",
+				       quoted);
+		}
+		const json_t *m = json_object_get(wc, "mode");
+		const char *mode = json_string_value(m);
+		const json_t *c = json_object_get(wc, "count"),
+			     *t = json_object_get(wc, "timeout_ms");
+		if (m != NULL &&
+		    (mode == NULL || (strcmp(mode, "all") != 0 && strcmp(mode, "any") != 0 &&
+				      strcmp(mode, "count") != 0)))
+			return err_set(e, ERR_INVALID,
+				       "wait_for_children.mode: must be one of all, any, count");
+		bool by_count = mode != NULL && strcmp(mode, "count") == 0;
+		if (by_count && !int_in_range(c, 1, (int64_t)n, &count))
+			return err_set(
+				e, ERR_INVALID,
+				"wait_for_children.count: must be an integer between 1 and %zu "
+				"(the number of children) with mode count",
+				n);
+		if (!by_count && c != NULL)
+			return err_set(e, ERR_INVALID,
+				       "wait_for_children.count: only with mode count");
+		if (t != NULL && !int_in_range(t, 1, VERDICT_MAX_DELAY_MS, &timeout))
+			return err_set(
+				e, ERR_INVALID,
+				"wait_for_children.timeout_ms: must be an integer between 1 and "
+				"%lld",
+				VERDICT_MAX_DELAY_MS);
+		out->wait_children = json_incref((json_t *)wc);
+	}
+	out->children = json_incref((json_t *)cs);
+	return ERR_OK;
+}
+
 static enum err_code parse_continue(const json_t *obj, struct outcome *out, struct err *e)
 {
 	const json_t *payload = json_object_get(obj, "payload");
@@ -163,6 +284,17 @@ static enum err_code parse_continue(const json_t *obj, struct outcome *out, stru
 	if (at != NULL && (delay != NULL || wait != NULL))
 		return err_set(e, ERR_INVALID, "run_at: cannot be combined with %s",
 			       delay != NULL ? "delay_ms" : "wait_for_signal");
+	const json_t *cs = json_object_get(obj, "children");
+	const json_t *wc = json_object_get(obj, "wait_for_children");
+	if (wc != NULL && cs == NULL)
+		return err_set(e, ERR_INVALID, "wait_for_children: needs children");
+	if (cs != NULL && (delay != NULL || at != NULL || wait != NULL))
+		return err_set(e, ERR_INVALID, "children: cannot be combined with %s",
+			       delay != NULL ? "delay_ms"
+			       : at != NULL  ? "run_at"
+					     : "wait_for_signal");
+	if (cs != NULL)
+		return parse_children(cs, wc, out, e);
 	if (at != NULL) {
 		if (!json_is_string(at) || json_string_length(at) > 64 ||
 		    strlen(json_string_value(at)) != json_string_length(at) ||
@@ -368,6 +500,10 @@ json_t *outcome_to_json(const struct outcome *o)
 			}
 			set_new(obj, "wait_for_signal", w, &ok);
 		}
+		if (o->children != NULL)
+			set_new(obj, "children", json_incref(o->children), &ok);
+		if (o->wait_children != NULL)
+			set_new(obj, "wait_for_children", json_incref(o->wait_children), &ok);
 		break;
 	case OUTCOME_SUCCEED:
 		set_new(obj, "result", value_or_null(o->result), &ok);
@@ -416,6 +552,8 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 			s->wait_timeout_ms = o->timeout_ms;
 			ok = s->wait_key != NULL;
 		}
+		s->children = json_incref(o->children);
+		s->wait_children = json_incref(o->wait_children);
 		break;
 	case OUTCOME_SUCCEED:
 		s->result = SETTLE_SUCCEED;
@@ -441,6 +579,35 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 	return ok;
 }
 
+enum err_code verdict_check_headers(const char *field, const json_t *h, struct err *e)
+{
+	if (!json_is_object(h))
+		return err_set(e, ERR_INVALID, "%s: must be an object of strings", field);
+	if (json_object_size(h) > VERDICT_MAX_HEADERS)
+		return err_set(e, ERR_INVALID, "%s: at most %d entries", field,
+			       VERDICT_MAX_HEADERS);
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)h, k, v) {
+		char q[80];
+		ids_quote(k, strlen(k), q, sizeof q);
+		size_t kl = strlen(k);
+		if (kl == 0 || kl > VERDICT_MAX_HEADER_NAME)
+			return err_set(e, ERR_INVALID, "%s[%s]: name must be 1 to %d bytes", field,
+				       q, VERDICT_MAX_HEADER_NAME);
+		if (strncmp(k, "workflow.", 9) == 0)
+			return err_set(e, ERR_INVALID, "%s[%s]: the workflow. prefix is reserved",
+				       field, q);
+		if (!json_is_string(v))
+			return err_set(e, ERR_INVALID, "%s[%s]: must be a string", field, q);
+		if (json_string_length(v) > VERDICT_MAX_HEADER_VALUE ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return err_set(e, ERR_INVALID, "%s[%s]: at most %d bytes, without NUL",
+				       field, q, VERDICT_MAX_HEADER_VALUE);
+	}
+	return ERR_OK;
+}
+
 void outcome_cleanup(struct outcome *o)
 {
 	if (o == NULL)
@@ -450,6 +617,8 @@ void outcome_cleanup(struct outcome *o)
 	free(o->reason);
 	free(o->correlation_key);
 	json_decref(o->correlation_keys);
+	json_decref(o->children);
+	json_decref(o->wait_children);
 	effects_cleanup(&o->kv);
 	memset(o, 0, sizeof *o);
 }

@@ -17,7 +17,8 @@
 #define VERDICT_ERROR_BODY_BYTES 200
 #define VERDICT_MAX_DELAY_MS (366LL * 24 * 3600 * 1000) /* delays and signal timeouts */
 #define VERDICT_MAX_REASON_BYTES 4096
-#define VERDICT_MAX_WAIT_KEYS 16 /* wait_for_signal.correlation_keys */
+#define VERDICT_MAX_WAIT_KEYS 16   /* wait_for_signal.correlation_keys */
+#define VERDICT_MAX_CHILDREN 10000 /* children: the most HOOKFLOW_MAX_CHILDREN may allow */
 
 enum outcome_kind {
 	OUTCOME_CONTINUE = 1,
@@ -35,16 +36,18 @@ struct outcome {
 	json_t *result;  /* succeed: the run's result (JSON null when absent) */
 	char *reason;    /* fail, cancel: malloc'd text */
 	enum trigger_kind trigger;
-	int64_t delay_ms;      /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
-	int64_t run_at_ms;     /* TRIGGER_AT: epoch ms ("run_at", RFC 3339) */
-	char *correlation_key; /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key; the first
+	int64_t delay_ms;         /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
+	int64_t run_at_ms;        /* TRIGGER_AT: epoch ms ("run_at", RFC 3339) */
+	char *correlation_key;    /* TRIGGER_SIGNAL: malloc'd, passes ids_check_key; the first
 				* of correlation_keys when those were given */
 	json_t *correlation_keys; /* TRIGGER_SIGNAL: the keys when several were given (an
 				   * array of 1..VERDICT_MAX_WAIT_KEYS distinct keys), else NULL */
-	int64_t timeout_ms;    /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS; PENDING: 0 (absent)
+	int64_t timeout_ms;       /* TRIGGER_SIGNAL: 1..VERDICT_MAX_DELAY_MS; PENDING: 0 (absent)
 				* or 1..VERDICT_MAX_DELAY_MS */
 	int64_t heartbeat_timeout_ms; /* PENDING: 0 (absent) or 1..VERDICT_MAX_DELAY_MS */
-	struct effects kv;            /* optional "kv" effects (never with PENDING) */
+	json_t *children;      /* CONTINUE: the child runs to start (a validated array), or NULL */
+	json_t *wait_children; /* with children: {"mode", "count", "timeout_ms"} as given, or NULL */
+	struct effects kv;     /* optional "kv" effects (never with PENDING) */
 };
 
 /* Parses and validates an outcome body (`body` of `len` bytes, borrowed, need
@@ -54,6 +57,8 @@ struct outcome {
  *   {"outcome":"continue","payload":J,"run_at":"<RFC 3339>"} TRIGGER_AT
  *   {"outcome":"continue","payload":J,"wait_for_signal":{"correlation_key":K,"timeout_ms":N}}
  *       (or "correlation_keys":[K, ...]: the first signal on any of them)
+ *   {"outcome":"continue","payload":J,"children":[{"key","workflow","input","headers",
+ *       "concurrency_key"}, ...],"wait_for_children":{"mode","count","timeout_ms"}}
  *   {"outcome":"succeed","result":J}
  *   {"outcome":"fail","reason":S}   {"outcome":"cancel","reason":S}
  *   {"outcome":"pending","timeout_ms":N,"heartbeat_timeout_ms":H}  (both optional)
@@ -75,6 +80,16 @@ json_t *outcome_to_json(const struct outcome *o);
  * timeouts, each capped at `max_pending_ms` (the timeout defaulting to it).
  * False when out of memory (what was set stays for settlement_cleanup). */
 bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct settlement *s);
+
+#define VERDICT_MAX_HEADERS 64
+#define VERDICT_MAX_HEADER_NAME 256
+#define VERDICT_MAX_HEADER_VALUE 4096
+
+/* Validates user headers named `field` (a run's, a group member's, a child
+ * run's): an object of at most 64 string values of at most 4096 bytes;
+ * names of 1..256 bytes that do not start with the reserved "workflow."
+ * prefix. */
+enum err_code verdict_check_headers(const char *field, const json_t *h, struct err *e);
 
 /* Frees what `o` owns and zeroes it. A zeroed struct is a no-op. */
 void outcome_cleanup(struct outcome *o);

@@ -27,13 +27,20 @@ BEGIN
 				|| ', "key": ' || coalesce(to_json(r.group_key)::text, 'null') || '}'
 			ELSE 'null' END
 		|| ', "input": ' || coalesce(r.input::text, 'null')
+		|| ', "parent": ' || CASE WHEN r.parent_run_id IS NOT NULL
+			THEN '{"key": ' || to_json(r.child_key)::text
+				|| ', "step": ' || r.parent_step::text
+				|| ', "run_id": ' || to_json(r.parent_run_id)::text
+				|| ', "generation": ' || r.parent_generation::text || '}'
+			ELSE 'null' END
 		|| ', "result": ' || coalesce(r.result::text, 'null')
 		|| ', "run_id": ' || to_json(r.run_id)::text
 		|| ', "status": ' || to_json(r.status)::text
 		|| ', "attempt": ' || r.attempt::text
 		|| ', "headers": ' || coalesce(r.headers::text, 'null')
 		|| ', "waiting": ' || CASE WHEN r.status = 'waiting'
-			THEN '{"timeout_at": ' || coalesce(to_json(hf_ts(r.wait_timeout_at))::text, 'null')
+			THEN '{"children": ' || coalesce(r.wait_children::text, 'null')
+				|| ', "timeout_at": ' || coalesce(to_json(hf_ts(r.wait_timeout_at))::text, 'null')
 				|| ', "correlation_key": ' || coalesce(to_json(r.wait_key)::text, 'null')
 				|| ', "correlation_keys": '
 				|| coalesce(to_jsonb(r.wait_keys)::text, 'null')
@@ -75,6 +82,7 @@ LANGUAGE sql STABLE AS $$
 				   THEN hf_ts(r.next_at) END,
 		'waiting', CASE WHEN r.status = 'waiting' THEN jsonb_build_object(
 				'correlation_key', r.wait_key, 'correlation_keys', to_jsonb(r.wait_keys),
+				'children', r.wait_children,
 				'timeout_at', hf_ts(r.wait_timeout_at)) END,
 		'cancel_requested', r.cancel_requested,
 		'result', r.result, 'error', r.error, 'error_kind', r.error_kind,
@@ -82,6 +90,9 @@ LANGUAGE sql STABLE AS $$
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 				'id', r.group_id, 'key', r.group_key) END,
 		'concurrency_key', r.concurrency_key,
+		'parent', CASE WHEN r.parent_run_id IS NOT NULL THEN jsonb_build_object(
+				'run_id', r.parent_run_id, 'generation', r.parent_generation,
+				'step', r.parent_step, 'key', r.child_key) END,
 		'pending_since', hf_ts(r.pending_since),
 		'pending_timeout_at', hf_ts(r.pending_timeout_at),
 		'heartbeat_timeout_at', hf_ts(r.heartbeat_timeout_at))
@@ -108,6 +119,7 @@ LANGUAGE sql STABLE AS $$
 			CASE WHEN w.secret_previous IS NOT NULL AND w.secret_previous_until > now()
 			THEN hf_ts(w.secret_previous_until) END,
 		'step_output_replay', w.step_output_replay, 'max_pending_ms', w.max_pending_ms,
+		'on_parent_cancel', w.on_parent_cancel,
 		'created_at', hf_ts(w.created_at), 'updated_at', hf_ts(w.updated_at))
 $$;
 

@@ -436,7 +436,7 @@ BEGIN
 					r.generation, r.step, r.payload, r.input))) END,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
 			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
-			r.last_heartbeat, w.max_pending_ms;
+			r.last_heartbeat, w.max_pending_ms, r.children;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	-- The next claim goes on after the last lane served when a lane that
@@ -469,14 +469,15 @@ BEGIN
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint;
+			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb;
 	END IF;
 END
 $$;
 
 -- Moves due scheduled runs and callbacks to pending, at most p_limit of each.
 -- A wait that timed out becomes pending with the signal it receives: one that
--- was buffered meanwhile, else {"status": "timeout"}. Returns how many moved.
+-- was buffered meanwhile, else {"status": "timeout"}; or, waiting for
+-- children, with their states. Returns how many moved.
 CREATE FUNCTION hf_promote(p_limit integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -492,10 +493,24 @@ BEGIN
 			 AND next_at <= now() ORDER BY next_at LIMIT p_limit
 			 FOR UPDATE SKIP LOCKED);
 	GET DIAGNOSTICS a = ROW_COUNT;
-	FOR w IN SELECT x.run_id, hf_wait_keys(to_jsonb(x.wait_keys), x.wait_key) AS keys
+	FOR w IN SELECT x.run_id, x.generation, x.wait_children AS wc,
+			hf_wait_keys(to_jsonb(x.wait_keys), x.wait_key) AS keys
 		 FROM run x WHERE x.status = 'waiting'
 		 AND x.next_at <= now() ORDER BY x.next_at LIMIT p_limit
 	LOOP
+		-- A wait for children that timed out: the next step hears of
+		-- those not ended as 'timeout'.
+		IF w.wc IS NOT NULL THEN
+			UPDATE run SET status = 'pending', seq = nextval('hf_seq'),
+				children = hf_children_json(w.run_id, w.generation,
+							    (w.wc->>'step')::integer, true),
+				wait_children = NULL, updated_at = now()
+			WHERE run_id = (SELECT x.run_id FROM run x WHERE x.run_id = w.run_id
+					AND x.status = 'waiting' AND x.next_at <= now()
+					FOR UPDATE SKIP LOCKED);
+			c := c + 1;
+			CONTINUE;
+		END IF;
 		FOREACH k IN ARRAY w.keys LOOP
 			PERFORM hf_lock_key(k);
 		END LOOP;

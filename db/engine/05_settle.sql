@@ -66,6 +66,8 @@ DECLARE
 	wkey text;
 	waiting text[];
 	unwaited text[];
+	parents text[];
+	spawn jsonb;
 BEGIN
 	-- Pending answers first: the claim stays, without an owner to renew it;
 	-- its lease is the earlier deadline, so the reaper ends it (hf_reap). A
@@ -108,7 +110,7 @@ BEGIN
 	-- Waits first, in item order: on a current claim without a cancel
 	-- request, lock the run and its keys (in key order), refuse a second
 	-- waiter on any key and take the oldest signal buffered on one. waits
-	-- maps the item's position to {"conflict", "key"} or {"buffered",
+	-- maps the item's position to {"refused": why} or {"buffered",
 	-- "signal", "key"}. An item waits on "wait_keys" (the first of several
 	-- signals), or on "wait_key" alone.
 	IF jsonb_path_exists(p_items, '$[*].wait_key') THEN
@@ -128,11 +130,28 @@ BEGIN
 			ORDER BY w.correlation_key LIMIT 1;
 			IF FOUND THEN
 				waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
-					'conflict', true, 'key', wkey));
+					'refused', format('a waiter is already registered for correlation key %s',
+							  wkey)));
 			ELSE
 				SELECT b.key, b.payload INTO wkey, sig FROM hf_take_buffered(wkeys) b;
 				waits := waits || jsonb_build_object(it.ord::text, jsonb_build_object(
 					'buffered', wkey IS NOT NULL, 'signal', sig, 'key', wkey));
+			END IF;
+		END LOOP;
+	END IF;
+
+	-- Children next: a step may not start them past the caps or for a
+	-- workflow that does not exist (waits maps its position to {"refused"}).
+	IF jsonb_path_exists(p_items, '$[*].children') THEN
+		FOR it IN SELECT e.ord, e.item FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
+			  WHERE e.item->>'result' = 'continue' AND e.item ? 'children'
+			  ORDER BY e.ord LOOP
+			wkey := hf_children_refused(it.item->>'run_id', it.item->'children',
+						    (it.item->>'max_children')::integer,
+						    (it.item->>'max_depth')::integer);
+			IF wkey IS NOT NULL THEN
+				waits := waits || jsonb_build_object(it.ord::text,
+								     jsonb_build_object('refused', wkey));
 			END IF;
 		END LOOP;
 	END IF;
@@ -143,19 +162,20 @@ BEGIN
 	-- changed before its update (a cancel requested, a reap) is left alone
 	-- and settled again below.
 	WITH x AS (
-		SELECT e.*, coalesce((waits->(e.ord::text)->>'conflict')::boolean, false) AS conflict,
+		SELECT e.*, waits->(e.ord::text)->>'refused' AS refused,
 		       coalesce((waits->(e.ord::text)->>'buffered')::boolean, false) AS buffered
 		FROM ROWS FROM (jsonb_to_recordset(p_items) AS (run_id text, claim_token bigint,
 			result text, payload jsonb, value jsonb, reason text, http_status integer,
 			delay_ms bigint, retry_delay_ms bigint, wait_key text, wait_timeout_ms bigint,
-			kv jsonb, run_at timestamptz, wait_keys jsonb)) WITH ORDINALITY AS e(run_id,
-			claim_token, result, payload, value, reason, http_status, delay_ms,
-			retry_delay_ms, wait_key, wait_timeout_ms, kv, run_at, wait_keys, ord)),
+			kv jsonb, run_at timestamptz, wait_keys jsonb, children jsonb,
+			wait_children jsonb)) WITH ORDINALITY AS e(run_id, claim_token, result, payload,
+			value, reason, http_status, delay_ms, retry_delay_ms, wait_key, wait_timeout_ms,
+			kv, run_at, wait_keys, children, wait_children, ord)),
 	d AS (
 		SELECT x.ord, x.run_id AS rid, x.claim_token AS token, x.result AS res, x.payload,
 		       x.value, x.reason, x.http_status, x.kv, x.wait_key, x.buffered,
 		       CASE WHEN x.wait_key IS NOT NULL THEN hf_wait_keys(x.wait_keys, x.wait_key)
-		       END AS wait_keys,
+		       END AS wait_keys, x.children, x.wait_children,
 		       r.cancel_requested, r.step AS o_step, r.attempt AS o_attempt,
 		       r.generation AS o_generation, r.job_id AS o_job_id, r.payload AS o_payload,
 		       r.signal AS o_signal, r.claimed_at AS o_claimed_at,
@@ -163,18 +183,21 @@ BEGIN
 		       r.heartbeat_at AS o_heartbeat_at, c.ext_cancel,
 		       CASE WHEN c.ext_cancel OR x.result IN ('cancel_queued', 'cancel') THEN 'cancelled'
 			    WHEN x.result = 'succeed' THEN 'succeeded'
-			    WHEN x.result IN ('fail', 'permanent_error') OR c.last_attempt OR x.conflict
-				 THEN 'failed'
+			    WHEN x.result IN ('fail', 'permanent_error') OR c.last_attempt
+				 OR x.refused IS NOT NULL THEN 'failed'
 			    WHEN x.result = 'continue' AND x.wait_key IS NOT NULL AND NOT x.buffered
 				 THEN 'waiting'
+			    WHEN x.result = 'continue' AND x.children IS NOT NULL THEN 'waiting'
 			    WHEN x.result IN ('continue', 'transient_error', 'lease_expired', 'interrupted')
 				 THEN 'queued'
 			    ELSE hf_raise(format('hf_settle_steps: unknown result %s', x.result))
 		       END AS st,
 		       -- when a queued or waiting step comes due; NULL when the run ends
-		       CASE WHEN c.ext_cancel OR x.conflict OR c.last_attempt THEN NULL
+		       CASE WHEN c.ext_cancel OR x.refused IS NOT NULL OR c.last_attempt THEN NULL
 			    WHEN x.result = 'continue' AND x.wait_key IS NOT NULL
 			    THEN CASE WHEN x.buffered THEN now() ELSE hf_due(x.wait_timeout_ms) END
+			    WHEN x.result = 'continue' AND x.children IS NOT NULL
+			    THEN hf_due(coalesce((x.wait_children->>'timeout_ms')::bigint, 31622400000))
 			    WHEN x.result = 'continue' AND x.run_at IS NOT NULL
 			    THEN greatest(x.run_at, now())
 			    WHEN x.result = 'continue' THEN hf_due(x.delay_ms)
@@ -183,26 +206,25 @@ BEGIN
 		       END AS due,
 		       -- the run's error when it ends (and the history row's)
 		       CASE WHEN c.ext_cancel THEN r.cancel_reason
-			    WHEN x.conflict THEN format(
-				'a waiter is already registered for correlation key %s',
-				waits->(x.ord::text)->>'key')
+			    WHEN x.refused IS NOT NULL THEN x.refused
 			    WHEN x.result = 'lease_expired' THEN 'lease expired'
 			    WHEN x.result IN ('cancel', 'fail', 'transient_error', 'permanent_error',
 					      'cancel_queued')
 				 THEN x.reason END AS err,
 		       CASE WHEN c.ext_cancel THEN NULL
-			    WHEN x.result IN ('fail', 'permanent_error') OR x.conflict THEN 'permanent'
+			    WHEN x.result IN ('fail', 'permanent_error') OR x.refused IS NOT NULL
+				 THEN 'permanent'
 			    WHEN x.result = 'transient_error' THEN 'transient' END AS kind,
 		       -- the history row's result; NULL: no row (no answer was awaited)
 		       CASE WHEN c.ext_cancel THEN 'cancelled'
 			    WHEN x.result IN ('cancel_queued', 'interrupted', 'pending') THEN NULL
-			    WHEN x.conflict THEN 'permanent_error'
+			    WHEN x.refused IS NOT NULL THEN 'permanent_error'
 			    ELSE x.result END AS hist,
-		       NOT c.ext_cancel AND (x.result = 'permanent_error' OR x.conflict OR c.last_attempt)
-			   AS dead,
-		       NOT c.ext_cancel AND NOT x.conflict AND x.kv IS NOT NULL
+		       NOT c.ext_cancel AND (x.result = 'permanent_error' OR x.refused IS NOT NULL
+					     OR c.last_attempt) AS dead,
+		       NOT c.ext_cancel AND x.refused IS NULL AND x.kv IS NOT NULL
 			   AND x.result IN ('continue', 'succeed', 'fail', 'cancel') AS has_kv,
-		       NOT c.ext_cancel AND NOT x.conflict AND x.result = 'continue' AS advance
+		       NOT c.ext_cancel AND x.refused IS NULL AND x.result = 'continue' AS advance
 		FROM x JOIN run r ON r.run_id = x.run_id
 		CROSS JOIN LATERAL (SELECT
 			-- An external cancel beats any result but the webhook's own cancel.
@@ -224,6 +246,15 @@ BEGIN
 			job_id = CASE WHEN d.advance THEN hf_new_id() ELSE rr.job_id END,
 			-- the next step's payload is this attempt's output (hist)
 			payload = CASE WHEN d.advance THEN NULL ELSE rr.payload END,
+			children = CASE WHEN NOT d.advance THEN rr.children END,
+			wait_children = CASE WHEN d.st = 'waiting' AND d.children IS NOT NULL
+					THEN jsonb_build_object(
+						'mode', coalesce(d.wait_children->>'mode', 'all'),
+						'count', CASE coalesce(d.wait_children->>'mode', 'all')
+							 WHEN 'all' THEN jsonb_array_length(d.children)
+							 WHEN 'any' THEN 1
+							 ELSE (d.wait_children->>'count')::integer END,
+						'step', d.o_step) END,
 			signal = CASE WHEN NOT d.advance THEN rr.signal
 				      WHEN d.buffered THEN hf_delivered(waits->(d.ord::text)->>'key',
 					cardinality(d.wait_keys), waits->(d.ord::text)->'signal') END,
@@ -251,7 +282,7 @@ BEGIN
 		  AND CASE WHEN d.res = 'cancel_queued'
 			   THEN rr.status IN ('pending', 'scheduled', 'waiting')
 			   ELSE rr.claim_token = d.token AND rr.status IN ('running', 'cancelling') END
-		RETURNING d.ord, d.rid, d.res, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
+		RETURNING d.ord, d.rid, d.res, rr.parent_run_id, rr.depth, d.children, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
 			  rr.status AS st, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
@@ -279,9 +310,25 @@ BEGIN
 	       min(u.next_at) FILTER (WHERE u.st IN ('scheduled', 'waiting')),
 	       coalesce(bool_or(u.st = 'pending'), false),
 	       array_agg(u.rid) FILTER (WHERE u.st = 'waiting'),
-	       array_agg(u.rid) FILTER (WHERE u.res = 'cancel_queued')
-	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited
+	       array_agg(u.rid) FILTER (WHERE u.res = 'cancel_queued'),
+	       array_agg(DISTINCT u.parent_run_id) FILTER (WHERE u.term AND u.parent_run_id IS NOT NULL),
+	       jsonb_agg(jsonb_build_object('run_id', u.rid, 'generation', u.o_generation,
+					    'step', u.o_step, 'depth', u.depth, 'children', u.children))
+		   FILTER (WHERE u.st = 'waiting' AND u.children IS NOT NULL)
+	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
+	     parents, spawn
 	FROM u;
+
+	-- Children: those the outcomes start, and the waits of the parents of
+	-- the runs that ended.
+	IF spawn IS NOT NULL THEN
+		PERFORM hf_start_children(s->>'run_id', (s->>'generation')::integer,
+					  (s->>'step')::integer, (s->>'depth')::integer, s->'children')
+		FROM jsonb_array_elements(spawn) s;
+	END IF;
+	IF parents IS NOT NULL THEN
+		PERFORM hf_children_wake(parents);
+	END IF;
 
 	-- The keys the waiting runs wait on (one waiter per key: a second one in
 	-- this batch fails it, and the caller settles its items one by one); a
@@ -291,7 +338,8 @@ BEGIN
 	END IF;
 	IF waiting IS NOT NULL THEN
 		INSERT INTO signal_wait (correlation_key, run_id)
-		SELECT unnest(r.wait_keys), r.run_id FROM run r WHERE r.run_id = ANY (waiting);
+		SELECT unnest(r.wait_keys), r.run_id FROM run r WHERE r.run_id = ANY (waiting)
+		  AND r.wait_keys IS NOT NULL;
 	END IF;
 
 	-- Dead letters: the history row of each dead attempt, kept.

@@ -2,6 +2,8 @@
 -- a queued run ends at once, and so does one whose step is pending (no call
 -- in flight, migrations/0008); a running one is flagged and its call aborted
 -- wherever it is in flight (NOTIFY hookflow_cancel), then settles cancelled.
+-- The active children of a cancelled run are cancelled too (error 'parent
+-- <id> cancelled'), unless its workflow's on_parent_cancel is 'abandon'.
 
 -- Returns 'not_found', 'already_terminal', 'cancelled' (a queued or pending
 -- step was removed and the run ended, through hf_settle_steps) or 'cancelling' (the
@@ -13,6 +15,7 @@ DECLARE
 	st text;
 	pend boolean;
 	token bigint;
+	res text := 'cancelling';
 BEGIN
 	SELECT status INTO st FROM run WHERE run_id = p_run_id FOR UPDATE;
 	IF NOT FOUND THEN
@@ -24,9 +27,8 @@ BEGIN
 	IF st IN ('pending', 'scheduled', 'waiting') THEN
 		PERFORM 1 FROM hf_settle_steps(jsonb_build_array(jsonb_build_object(
 			'run_id', p_run_id, 'result', 'cancel_queued', 'reason', p_reason)));
-		RETURN 'cancelled';
-	END IF;
-	IF st = 'running' THEN
+		res := 'cancelled';
+	ELSIF st = 'running' THEN
 		UPDATE run SET cancel_requested = true, status = 'cancelling',
 			cancel_reason = p_reason, updated_at = now()
 		WHERE run_id = p_run_id
@@ -35,11 +37,17 @@ BEGIN
 		IF pend THEN
 			PERFORM 1 FROM hf_settle_steps(jsonb_build_array(jsonb_build_object(
 				'run_id', p_run_id, 'claim_token', token, 'result', 'pending')));
-			RETURN 'cancelled';
+			res := 'cancelled';
+		ELSE
+			PERFORM pg_notify('hookflow_cancel', p_run_id);
 		END IF;
-		PERFORM pg_notify('hookflow_cancel', p_run_id);
 	END IF;
-	RETURN 'cancelling';
+	-- Its active children end with it, unless its workflow abandons them.
+	PERFORM hf_cancel(c.run_id, format('parent %s cancelled', p_run_id))
+	FROM run c JOIN run r ON r.run_id = p_run_id
+	JOIN workflow w ON w.name = r.workflow AND w.on_parent_cancel = 'cancel'
+	WHERE c.parent_run_id = p_run_id AND c.status NOT IN ('succeeded', 'failed', 'cancelled');
+	RETURN res;
 END
 $$;
 

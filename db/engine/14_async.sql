@@ -113,3 +113,112 @@ BEGIN
 	RETURN NEXT;
 END
 $$;
+
+-- Child runs (migrations/0008, README "Child runs"): a step's outcome starts
+-- them in its settlement (hf_settle_steps calls hf_start_children) and its
+-- run waits for them; every end of a child checks its parent's wait
+-- (hf_children_wake), and the wait's timeout ends it too (hf_promote).
+
+-- The run id of child `p_key` of step p_step of generation p_generation of
+-- run p_parent: the same for every settlement of that step, so that a
+-- redelivered step starts no second child.
+CREATE FUNCTION hf_child_id(p_parent text, p_generation integer, p_step integer, p_key text)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT encode(sha256(convert_to(p_parent || '/' || p_generation || '/' || p_step || '/'
+					|| p_key, 'UTF8')), 'hex')
+$$;
+
+-- Why a step of run p_run_id may not start p_children (a JSON array of
+-- {"key", "workflow", ...}), or NULL: more than p_max children, a depth
+-- past p_max_depth, or a workflow that does not exist.
+CREATE FUNCTION hf_children_refused(p_run_id text, p_children jsonb, p_max integer,
+				    p_max_depth integer)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT CASE
+		WHEN jsonb_array_length(p_children) > p_max THEN format(
+			'children: at most %s child runs per step (HOOKFLOW_MAX_CHILDREN); %s asked',
+			p_max, jsonb_array_length(p_children))
+		WHEN (SELECT r.depth FROM run r WHERE r.run_id = p_run_id) + 1 > p_max_depth
+		THEN format('children: a child run would be at depth %s, more than '
+			    'HOOKFLOW_MAX_CHILD_DEPTH (%s)',
+			    (SELECT r.depth FROM run r WHERE r.run_id = p_run_id) + 1, p_max_depth)
+		ELSE (SELECT format('children[%s].workflow: workflow %s not found', c.i - 1,
+				    c.item->>'workflow')
+		      FROM jsonb_array_elements(p_children) WITH ORDINALITY AS c(item, i)
+		      WHERE NOT EXISTS (SELECT 1 FROM workflow w WHERE w.name = c.item->>'workflow')
+		      ORDER BY c.i LIMIT 1) END
+$$;
+
+-- Submits the children of step p_step of generation p_generation of
+-- waiting run p_run_id (at depth p_depth), then ends the wait at once if it
+-- is already over (every child skipped by its key_mode, or already ended).
+CREATE FUNCTION hf_start_children(p_run_id text, p_generation integer, p_step integer,
+				  p_depth integer, p_children jsonb)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM hf_submit(hf_child_id(p_run_id, p_generation, p_step, c->>'key'), c->>'workflow',
+			  coalesce(c->'input', 'null'),
+			  sha256(convert_to(coalesce(c->'input', 'null')::text, 'UTF8')), c->'headers',
+			  NULL, NULL, NULL, NULL, NULL, NULL, NULL, c->>'concurrency_key',
+			  jsonb_build_object('run_id', p_run_id, 'generation', p_generation,
+					     'step', p_step, 'key', c->>'key', 'depth', p_depth + 1))
+	FROM jsonb_array_elements(p_children) c;
+	PERFORM hf_children_wake(ARRAY[p_run_id]);
+END
+$$;
+
+-- The children of step p_step of generation p_generation of run p_run_id
+-- as the parent's next step receives them, by key: {"key", "run_id",
+-- "status", "result", "error"}; with p_timed_out, a child not ended yet
+-- has status 'timeout'.
+CREATE FUNCTION hf_children_json(p_run_id text, p_generation integer, p_step integer,
+				 p_timed_out boolean)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+	SELECT coalesce(jsonb_agg(jsonb_build_object('key', c.child_key, 'run_id', c.run_id,
+		'status', CASE WHEN p_timed_out
+				    AND c.status NOT IN ('succeeded', 'failed', 'cancelled')
+			       THEN 'timeout' ELSE c.status END,
+		'result', c.result, 'error', c.error) ORDER BY c.child_key), '[]')
+	FROM run c WHERE c.parent_run_id = p_run_id AND c.parent_generation = p_generation
+	  AND c.parent_step = p_step
+$$;
+
+-- Ends the waits of the runs p_parents whose children are done as their
+-- wait asks: all of them, any one, or `count` of them (all when there are
+-- fewer). Each parent is locked first, then its children counted, so of two
+-- children ending at once the later one sees the earlier.
+CREATE FUNCTION hf_children_wake(p_parents text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	p record;
+	total integer;
+	ended integer;
+	woke boolean := false;
+BEGIN
+	FOR p IN SELECT r.run_id, r.generation, r.wait_children AS wc FROM run r
+		 WHERE r.run_id = ANY (p_parents) AND r.status = 'waiting'
+		   AND r.wait_children IS NOT NULL
+		 ORDER BY r.run_id FOR UPDATE
+	LOOP
+		SELECT count(*), count(*) FILTER (WHERE c.status IN ('succeeded', 'failed', 'cancelled'))
+		INTO total, ended
+		FROM run c WHERE c.parent_run_id = p.run_id AND c.parent_generation = p.generation
+		  AND c.parent_step = (p.wc->>'step')::integer;
+		CONTINUE WHEN ended < least(total, CASE p.wc->>'mode' WHEN 'all' THEN total
+			WHEN 'any' THEN 1 ELSE (p.wc->>'count')::integer END);
+		UPDATE run SET status = 'pending', seq = nextval('hf_seq'), next_at = now(),
+			children = hf_children_json(p.run_id, p.generation,
+						    (p.wc->>'step')::integer, false),
+			wait_children = NULL, updated_at = now()
+		WHERE run_id = p.run_id;
+		woke := true;
+	END LOOP;
+	IF woke THEN
+		PERFORM pg_notify('hookflow_wake', '');
+	END IF;
+END
+$$;
