@@ -292,11 +292,17 @@ export function routesOfSpec(c: Contract): string[] {
   return c.operations().map(({ method, path }) => `${method} ${path.replace(/\{[^}]+\}/g, "{}")}`);
 }
 
-/** The accepted-field lists of handlers/*.c (`static const char *const x_keys[] = {"a", NULL};`), sorted. */
+/**
+ * The accepted-field lists of handlers/*.c, sorted: the string arrays
+ * (`static const char *const keys[] = {"a", NULL};`) whose name is passed
+ * to hc_only_keys somewhere (so value lists such as `statuses` are not).
+ */
 export function keyListsOfC(sources: string): string[][] {
+  const names = new Set([...sources.matchAll(/\bhc_only_keys\([^,]+,\s*(\w+)\s*,/g)].map((m) => m[1]));
   const out: string[][] = [];
-  for (const m of sources.matchAll(/static const char \*const \w*keys\[\]\s*=\s*\{([^}]*)\}/g)) {
-    const keys = [...m[1].matchAll(/"([^"]*)"/g)].map((k) => k[1]).sort();
+  for (const m of sources.matchAll(/static const char \*const (\w+)\[\]\s*=\s*\{([^}]*)\}/g)) {
+    if (!names.has(m[1])) continue;
+    const keys = [...m[2].matchAll(/"([^"]*)"/g)].map((k) => k[1]).sort();
     if (keys.length) out.push(keys);
   }
   return out;
@@ -306,7 +312,9 @@ export function keyListsOfC(sources: string): string[][] {
  * The property sets of the request bodies of the spec: each body's schema,
  * its inline object properties and its arrays' object items (component refs
  * of a property, like KvEffects or Headers, are validated by code of their
- * own and left out), sorted.
+ * own and left out), sorted. A body that is a `oneOf` counts each inline
+ * alternative as a body; an alternative that is a component ref (the step
+ * outcomes of a completion, parsed by service/verdict.c) is left out too.
  */
 export function requestKeySets(c: Contract): { where: string; keys: string[] }[] {
   const out: { where: string; keys: string[] }[] = [];
@@ -318,12 +326,17 @@ export function requestKeySets(c: Contract): { where: string; keys: string[] }[]
   };
   for (const { method, path, op } of c.operations()) {
     if (!op.requestBody) continue;
-    const schema = c.deref(c.deref(op.requestBody).content?.["application/json"]?.schema);
-    add(schema, `${method} ${path}`);
-    for (const [k, p] of Object.entries<any>(schema?.properties ?? {})) {
-      if (p.properties) add(p, `${method} ${path} .${k}`);
-      if (p.items) add(c.deref(p.items), `${method} ${path} .${k}[]`);
-    }
+    const body = c.deref(c.deref(op.requestBody).content?.["application/json"]?.schema);
+    const alternatives: any[] = body?.oneOf ?? [body];
+    alternatives.forEach((schema, i) => {
+      if (schema?.$ref) return;
+      const where = body?.oneOf ? `${method} ${path} oneOf[${i}]` : `${method} ${path}`;
+      add(schema, where);
+      for (const [k, p] of Object.entries<any>(schema?.properties ?? {})) {
+        if (p.properties) add(p, `${where} .${k}`);
+        if (p.items) add(c.deref(p.items), `${where} .${k}[]`);
+      }
+    });
   }
   return out;
 }

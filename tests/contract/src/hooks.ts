@@ -16,11 +16,12 @@ export type StepOutcome = components["schemas"]["StepOutcome"];
 
 /** What the webhook does for one step. */
 export type Action =
-  | { do: "continue"; delay_ms?: number; wait?: { key: string; timeout_ms: number }; kv?: KvEffects; note?: unknown }
+  | { do: "continue"; delay_ms?: number; run_at?: string; wait?: { key: string; timeout_ms: number }; kv?: KvEffects; note?: unknown }
   | { do: "succeed"; result?: unknown; kv?: KvEffects }
   | { do: "fail"; reason: string; kv?: KvEffects }
   | { do: "cancel"; reason: string; kv?: KvEffects }
   | { do: "http"; status: number; body?: string; headers?: Record<string, string> }
+  | { do: "pending"; timeout_ms?: number; heartbeat_timeout_ms?: number }
   | { do: "hang" }
   | { do: "byAttempt"; list: Action[] }
   | { do: "byGeneration"; list: Action[] };
@@ -208,6 +209,7 @@ export class HookServer {
         if (a.note !== undefined) next.note = a.note;
         outcome = { outcome: "continue", payload: next };
         if (a.delay_ms !== undefined) outcome.delay_ms = a.delay_ms;
+        if (a.run_at !== undefined) outcome.run_at = a.run_at;
         if (a.wait) outcome.wait_for_signal = { correlation_key: a.wait.key, timeout_ms: a.wait.timeout_ms };
         if (a.kv) outcome.kv = a.kv;
         break;
@@ -218,14 +220,21 @@ export class HookServer {
         break;
       case "fail":
       case "cancel":
-        outcome = { outcome: a.do, reason: a.reason };
+        outcome = a.do === "fail" ? { outcome: "fail", reason: a.reason } : { outcome: "cancel", reason: a.reason };
         if (a.kv) outcome.kv = a.kv;
         break;
+      case "pending":
+        outcome = { outcome: "pending" };
+        if (a.timeout_ms !== undefined) outcome.timeout_ms = a.timeout_ms;
+        if (a.heartbeat_timeout_ms !== undefined) outcome.heartbeat_timeout_ms = a.heartbeat_timeout_ms;
+        break;
     }
-    // What the webhook answers must itself be a documented outcome.
-    const problems = this.contract.checkWebhookAnswer("step", 200, outcome);
+    // What the webhook answers must itself be a documented outcome (pending
+    // with 202, as the spec shows it).
+    const code = outcome.outcome === "pending" ? 202 : 200;
+    const problems = this.contract.checkWebhookAnswer("step", code, outcome);
     if (problems.length) this.fail(`step ${req.run_id}/${req.step}: our outcome contradicts the spec: ${problems.join("; ")}`);
-    this.send(d, res, 200, JSON.stringify(outcome));
+    this.send(d, res, code, JSON.stringify(outcome));
   }
 
   /** The first delivery (past or future) matching `pred`, within `ms`. */

@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import { loadEnv, makeClient, Recorder, rawBody, streamedBody, TOO_LARGE, type Api } from "./client";
 import { Contract } from "./contract";
 import { sendSample } from "./samples";
-import { HookServer, newSecret, script, type Action, type Script } from "./hooks";
+import { HookServer, newSecret, script, type Action, type Script, type StepDelivery } from "./hooks";
 import { error, sha256hex, status, TIMESTAMP, until, type Answer } from "./util";
 
 const env = loadEnv();
@@ -194,6 +194,7 @@ test("workflows: create, replace, read, list, delete, invalid bodies", async () 
   assert.equal(cb.priority, 1000);
   assert.equal(cb.max_concurrency, 0);
   assert.equal(cb.step_output_replay, false);
+  assert.equal(cb.max_pending_ms, 86400000);
   status(await api.PUT("/v1/workflows/{name}", { params: { path: { name: WF_BULK } }, body: { url: hook.url("/step"), secret: hook.secret } }), 201);
 
   const put = (b: unknown, name = "ct-bad") => api.PUT("/v1/workflows/{name}", { params: { path: { name } }, body: b as any });
@@ -201,6 +202,8 @@ test("workflows: create, replace, read, list, delete, invalid bodies", async () 
   assert.match(error(await put({ url: "ftp://example/x" }), 400, "invalid_argument"), /url/);
   assert.match(error(await put({ url: hook.url("/step"), secret: "nope" }), 400, "invalid_argument"), /secret/);
   assert.match(error(await put({}), 400, "invalid_argument"), /url/);
+  for (const bad of [999, 31536000001, "60000"])
+    assert.match(error(await put({ url: hook.url("/step"), max_pending_ms: bad }), 400, "invalid_argument"), /max_pending_ms/);
   assert.match(error(await put({ url: hook.url("/step") }, BAD_ID), 400, "invalid_argument"), /name/);
   await badBodies("PUT workflow", (init) =>
     api.PUT("/v1/workflows/{name}", { params: { path: { name: "ct-bad" } }, body: { url: hook.url("/step") }, ...init }),
@@ -902,6 +905,203 @@ test("callbacks: a refused callback is dead-lettered, and redriven", async () =>
   assert.deepEqual(status(await api.POST("/v1/dead-letters/{id}/redrive", { params: { path: { id: dl.id } } }), 200).data, { id: dl.id, kind: "callback", redriven: true });
   const second = await hook.waitFor("the redriven callback", (d) => d.kind === "callback" && d.id === dl.id && d !== first);
   assert.equal(second.raw, first.raw, "the same callback body");
+});
+
+// ---- long-running steps --------------------------------------------------------
+
+const WF_ASYNC = "ct-async";
+
+/** The run once its current step is pending (its webhook answered pending). */
+async function pendingRun(runId: string, attempt = 1) {
+  return until(`run ${runId} pending in attempt ${attempt}`, async () => {
+    const run = await getRun(runId);
+    return run.pending_since !== null && run.attempt === attempt ? run : undefined;
+  });
+}
+
+/** POST .../steps/{step}/complete with delivery token `token` (none when undefined). */
+function complete(runId: string, step: number, body: unknown, token?: string, init: BadBodyInit = {}) {
+  const headers = { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...(init.headers ?? {}) };
+  return api.POST("/v1/runs/{run_id}/steps/{step}/complete", { params: { path: { run_id: runId, step } }, body: body as any, ...init, headers });
+}
+
+/** POST .../steps/{step}/heartbeat, as complete. */
+function heartbeat(runId: string, step: number, token?: string, body?: unknown, init: BadBodyInit = {}) {
+  const headers = { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...(init.headers ?? {}) };
+  return api.POST("/v1/runs/{run_id}/steps/{step}/heartbeat", { params: { path: { run_id: runId, step } }, body: body as any, ...init, headers });
+}
+
+test("long-running steps: pending, heartbeats, complete with run_at, then 409 already_completed; refusals change nothing", async () => {
+  const wf = status(
+    await api.PUT("/v1/workflows/{name}", {
+      params: { path: { name: WF_ASYNC } },
+      body: { url: hook.url("/step"), callback_url: hook.url("/callback/ok"), secret: hook.secret, retry_backoff: { base_ms: 20, max_ms: 200 }, max_pending_ms: 600000 },
+    }),
+    201,
+  ).data!;
+  assert.equal(wf.max_pending_ms, 600000);
+  const id = "ct-async-1";
+  const input = script(id, { do: "pending", timeout_ms: 31622400000, heartbeat_timeout_ms: 60000 }, succeed("done later"));
+  await submit(id, input, {}, WF_ASYNC);
+  const d0 = await hook.step(id, 0);
+  assert.equal(d0.answered, 202);
+  assert.equal(d0.body.last_heartbeat, undefined, "a first attempt hears no heartbeat");
+  const tok = d0.body.memo.token;
+
+  const run = await pendingRun(id);
+  assert.equal(run.status, "running");
+  assert.equal(run.next_attempt_at, null);
+  const since = Date.parse(run.pending_since!);
+  assert.equal(Date.parse(run.pending_timeout_at!) - since, 600000, "timeout_ms is clamped to max_pending_ms");
+  assert.equal(Date.parse(run.heartbeat_timeout_at!) - since, 60000);
+  const h0 = await history(id);
+  assert.deepEqual(h0.map((s) => [s.step, s.attempt, s.result, s.finished_at, s.duration_ms, s.http_status, s.error, s.heartbeat]), [
+    [0, 1, "pending", null, null, null, null, null],
+  ]);
+  assert.equal(h0[0].pending_since, run.pending_since);
+  const m = status(await api.GET("/metrics", { parseAs: "text" }), 200);
+  assert.match(m.data as string, /^hookflow_step_results_total\{result="pending"\} [1-9][0-9]*$/m);
+
+  assert.deepEqual(status(await heartbeat(id, 0, tok, { details: { done: 1 } }), 200).data, { cancel_requested: false });
+  const beat = await getRun(id);
+  assert.ok(Date.parse(beat.heartbeat_timeout_at!) >= Date.parse(run.heartbeat_timeout_at!), "a heartbeat moves the deadline on");
+  status(await heartbeat(id, 0, tok), 200); // no body: the details stay
+  const hb = (await history(id))[0].heartbeat;
+  assert.deepEqual(hb?.details, { done: 1 });
+  assert.match(hb?.at ?? "", TIMESTAMP);
+
+  // Refused, each changing nothing: no credential, another credential, another step, bad bodies.
+  error(await heartbeat(id, 0), 401, "unauthenticated");
+  error(await complete(id, 0, { outcome: "succeed" }), 401, "unauthenticated");
+  assert.match(error(await heartbeat(id, 0, "not-a-delivery-token"), 403, "forbidden"), /delivery token/);
+  assert.match(error(await complete(id, 0, { outcome: "succeed" }, "not-a-delivery-token"), 403, "forbidden"), /delivery token/);
+  assert.match(error(await heartbeat(id, 1, tok), 403, "forbidden"), /step 0, not step 1/);
+  assert.match(error(await complete(id, 1, { outcome: "succeed" }, tok), 403, "forbidden"), /step 0, not step 1/);
+  const notAStep = "x" as unknown as number;
+  assert.match(error(await heartbeat(id, notAStep, tok), 400, "invalid_argument"), /step/);
+  assert.match(error(await complete(id, notAStep, { outcome: "succeed" }, tok), 400, "invalid_argument"), /step/);
+  assert.match(error(await heartbeat(id, 0, tok, { details: "x".repeat(65 * 1024) }), 400, "invalid_argument"), /details/);
+  assert.match(error(await heartbeat(id, 0, tok, { colour: 1 }), 400, "invalid_argument"), /colour/);
+  assert.match(error(await complete(id, 0, { outcome: "pending" }, tok), 400, "invalid_argument"), /pending/);
+  assert.match(error(await complete(id, 0, { outcome: "continue", delay_ms: 5, run_at: "2026-01-01T00:00:00Z" }, tok), 400, "invalid_argument"), /run_at/);
+  assert.match(error(await complete(id, 0, { outcome: "continue", run_at: "tomorrow" }, tok), 400, "invalid_argument"), /run_at/);
+  assert.match(error(await complete(id, 0, { error: { retryable: true } }, tok), 400, "invalid_argument"), /error\.message/);
+  assert.match(error(await complete(id, 0, { error: { message: "x", colour: 1 } }, tok), 400, "invalid_argument"), /colour/);
+  assert.match(error(await complete(id, 0, { outcome: "succeed", kv: { put: { "workflow/x": 1 } } }, tok), 400, "invalid_argument"), /kv/);
+  await badBodies("POST complete", (init) => complete(id, 0, { outcome: "succeed" }, tok, init));
+  await badBodies("POST heartbeat", (init) => heartbeat(id, 0, tok, { details: 1 }, init));
+  const still = await getRun(id);
+  assert.deepEqual([still.status, still.step, still.attempt, still.pending_since], ["running", 0, 1, run.pending_since], "nothing changed");
+
+  // The completion settles the step like an answer: here continue, at a time already past (now).
+  const next: Script = { t: id, s: input.s, from: 0 };
+  const settled = status(await complete(id, 0, { outcome: "continue", payload: next, run_at: "2000-01-01T00:00:00Z" }, tok), 200).data!;
+  assert.deepEqual([settled.status, settled.step, settled.attempt, settled.pending_since, settled.pending_timeout_at, settled.heartbeat_timeout_at], ["pending", 1, 0, null, null, null]);
+  const done = await finished(id);
+  assert.deepEqual([done.status, done.result], ["succeeded", "done later"]);
+  const d1 = await hook.step(id, 1);
+  assert.deepEqual(d1.body.payload, next);
+  assert.equal(d1.body.last_heartbeat, undefined, "the next step hears no heartbeat");
+
+  assert.match(error(await complete(id, 0, { outcome: "succeed" }, tok), 409, "already_completed"), /already completed/);
+  error(await heartbeat(id, 0, tok), 409, "already_completed");
+  const h = await history(id);
+  assert.deepEqual(h.map((s) => [s.step, s.attempt, s.result, s.http_status, s.error]), [
+    [0, 1, "continue", null, null],
+    [1, 1, "succeed", 200, null],
+  ]);
+  assert.equal(h[0].pending_since, run.pending_since, "the settled attempt keeps when it went pending");
+  assert.deepEqual(h[0].heartbeat?.details, { done: 1 });
+  assert.ok(h[0].duration_ms !== null && h[0].finished_at !== null);
+  assert.deepEqual([h[1].pending_since, h[1].heartbeat], [null, null]);
+});
+
+test("long-running steps: a missed heartbeat is retried with last_heartbeat; the old token is stale", async () => {
+  const id = "ct-async-hb";
+  await submit(id, script(id, { do: "byAttempt", list: [{ do: "pending", heartbeat_timeout_ms: 3000 }, succeed("second")] }), { max_attempts: 2 }, WF_ASYNC);
+  const first = await hook.step(id, 0);
+  const tok1 = first.body.memo.token;
+  // Recorded whether the pending answer is settled yet or not.
+  status(await heartbeat(id, 0, tok1, { details: { cursor: "p-7" } }), 200);
+  const second = await hook.waitFor<StepDelivery>(
+    "the retry of step 0",
+    (d) => d.kind === "step" && d.body?.run_id === id && d.body?.attempt === 2,
+    20000,
+  );
+  assert.deepEqual(second.body.last_heartbeat, { cursor: "p-7" });
+  assert.equal(second.id, first.id, "a retry keeps the webhook-id");
+  assert.notEqual(second.body.memo.token, tok1, "a new attempt, a new token");
+  assert.equal((await finished(id)).result, "second");
+  assert.match(error(await complete(id, 0, { outcome: "succeed" }, tok1), 409, "stale_attempt"), /no longer the current attempt/);
+  error(await heartbeat(id, 0, tok1), 409, "stale_attempt");
+  const h = await history(id);
+  assert.deepEqual(h.map((s) => [s.attempt, s.result, s.error, s.http_status]), [
+    [1, "transient_error", "heartbeat timeout", null],
+    [2, "succeed", null, 200],
+  ]);
+  assert.deepEqual(h[0].heartbeat?.details, { cursor: "p-7" });
+  assert.ok(h[0].pending_since !== null);
+});
+
+test("long-running steps: completion errors (retryable by default), a pending timeout dead-letters the last attempt", async () => {
+  const id = "ct-async-err";
+  await submit(id, script(id, { do: "pending" }), { max_attempts: 2 }, WF_ASYNC);
+  const tok1 = (await hook.step(id, 0)).body.memo.token;
+  await pendingRun(id, 1);
+  const retried = status(await complete(id, 0, { error: { message: "export busy" } }, tok1), 200).data!;
+  assert.deepEqual([retried.status, retried.step, retried.attempt, retried.error], ["scheduled", 0, 1, null]);
+  const second = await hook.waitFor<StepDelivery>("attempt 2", (d) => d.kind === "step" && d.body?.run_id === id && d.body?.attempt === 2);
+  await pendingRun(id, 2);
+  const failed = status(await complete(id, 0, { error: { message: "order gone", retryable: false } }, second.body.memo.token), 200).data!;
+  assert.deepEqual([failed.status, failed.error, failed.error_kind], ["failed", "order gone", "permanent"]);
+  assert.deepEqual((await history(id)).map((s) => [s.attempt, s.result, s.error, s.http_status]), [
+    [1, "transient_error", "export busy", null],
+    [2, "permanent_error", "order gone", null],
+  ]);
+
+  const to = "ct-async-timeout";
+  await submit(to, script(to, { do: "pending", timeout_ms: 200 }), { max_attempts: 1 }, WF_ASYNC);
+  const f = await finished(to);
+  assert.deepEqual([f.status, f.error, f.error_kind, f.pending_since], ["failed", "pending timeout", "transient", null]);
+  const dl = status(await api.GET("/v1/dead-letters", { params: { query: { workflow: WF_ASYNC, kind: "step" } } }), 200).data!;
+  const dead = dl.dead_letters.find((x) => x.run_id === to);
+  assert.ok(dead, `a dead letter for ${to}: ${JSON.stringify(dl)}`);
+  assert.deepEqual([dead.last_error, dead.last_http_status, dead.attempts], ["pending timeout", null, 1]);
+  assert.ok(dl.dead_letters.some((x) => x.run_id === id && x.last_error === "order gone"));
+});
+
+test("long-running steps: cancel ends a pending step at once; then complete is 409 run_cancelled, heartbeat says stop", async () => {
+  const id = "ct-async-cancel";
+  await submit(id, script(id, { do: "pending" }), {}, WF_ASYNC);
+  const tok = (await hook.step(id, 0)).body.memo.token;
+  await pendingRun(id);
+  const c = status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: id } } }), 200).data!;
+  assert.deepEqual([c.status, c.cancel_requested, c.pending_since, c.error], ["cancelled", true, null, null]);
+  assert.equal((await hook.callback(id)).body.status, "cancelled");
+  assert.match(error(await complete(id, 0, { outcome: "succeed" }, tok), 409, "run_cancelled"), /cancelled/);
+  assert.deepEqual(status(await heartbeat(id, 0, tok), 200).data, { cancel_requested: true });
+  const h = await history(id);
+  assert.deepEqual(h.map((s) => [s.attempt, s.result]), [[1, "cancelled"]]);
+  assert.ok(h[0].pending_since !== null);
+
+  // A token outlives its run: once the run is gone (its group forgotten), 404.
+  const G = "ct-async-g";
+  status(await api.PUT("/v1/groups/{group_id}", { params: { path: { group_id: G } }, body: { workflow: WF_ASYNC, members: [{ key: "a", input: script("ga", { do: "pending" }) }] } }), 201);
+  const rid = sha256hex(`${G}/a`);
+  const gtok = (await hook.step(rid, 0)).body.memo.token;
+  await pendingRun(rid);
+  assert.deepEqual(status(await api.POST("/v1/groups/{group_id}/cancel", { params: { path: { group_id: G } } }), 200).data, { cancelled: 1 });
+  status(await api.DELETE("/v1/groups/{group_id}", { params: { path: { group_id: G } } }), 204);
+  error(await complete(rid, 0, { outcome: "succeed" }, gtok), 404, "not_found");
+  error(await heartbeat(rid, 0, gtok), 404, "not_found");
+});
+
+test("continue with run_at: the next step is scheduled at that time", async () => {
+  const at = new Date(Date.now() + 3600000).toISOString();
+  await submit("ct-runat", script("runat", cont({ run_at: at }), succeed()), {}, WF_ASYNC);
+  const s = await runWithStatus("ct-runat", "scheduled");
+  assert.deepEqual([s.step, s.next_attempt_at], [1, at]);
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: "ct-runat" } } }), 200);
 });
 
 test("webhook: every step and callback request verified (standardwebhooks) and valid against the spec", () => {

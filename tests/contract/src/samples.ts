@@ -1,8 +1,12 @@
 // One well-formed request per operation of the spec, for the sweeps that
 // expect the same answer from every operation (401 without a token, 503
 // without a database). Each request passes the handler's own validation, so
-// the answer can only come from authentication or the database.
-import { Api } from "./client";
+// the answer can only come from authentication or the database. (The two
+// operations of a step attempt take only its delivery token: the auth phase
+// makes step 0 of ct-sample-run pending and saves its token for the dbdown
+// sweep: sampleAttemptTokenFile.)
+import path from "node:path";
+import { Api, Env } from "./client";
 
 export interface Sample {
   params?: { path?: Record<string, unknown>; query?: Record<string, unknown> };
@@ -34,6 +38,14 @@ export const SAMPLES: Record<string, Sample> = {
   "GET /v1/runs/{run_id}/steps": { params: { path: { run_id: "ct-sample-run" } } },
   "POST /v1/runs/{run_id}/cancel": { params: { path: { run_id: "ct-sample-run" } } },
   "POST /v1/runs/{run_id}/rerun": { params: { path: { run_id: "ct-sample-run" } }, body: { from_step: 0 } },
+  "POST /v1/runs/{run_id}/steps/{step}/complete": {
+    params: { path: { run_id: "ct-sample-run", step: 0 } },
+    body: { outcome: "succeed", result: { sampled: true } },
+  },
+  "POST /v1/runs/{run_id}/steps/{step}/heartbeat": {
+    params: { path: { run_id: "ct-sample-run", step: 0 } },
+    body: { details: { progress: 1 } },
+  },
   "POST /v1/runs:cancel": { body: { workflow: "ct-sample", status: ["scheduled"] } },
   "PUT /v1/groups/{group_id}": {
     params: { path: { group_id: "ct-sample-group" } },
@@ -71,6 +83,15 @@ export const SAMPLES: Record<string, Sample> = {
   "PUT /v1/kv/{key}": { params: { path: { key: "app/ct/sample" } }, body: { value: "v" } },
   "DELETE /v1/kv/{key}": { params: { path: { key: "app/ct/sample" } } },
 };
+
+/** The operations that take only the delivery token of a step attempt (no API token). */
+export const ATTEMPT_OPERATIONS = new Set([
+  "POST /v1/runs/{run_id}/steps/{step}/complete",
+  "POST /v1/runs/{run_id}/steps/{step}/heartbeat",
+]);
+
+/** Where the auth phase leaves the delivery token of ct-sample-run's pending step 0 for the dbdown phase. */
+export const sampleAttemptTokenFile = (env: Env) => path.join(path.dirname(env.obsFile), "sample-attempt-token");
 
 /** Sends the sample request of operation `key` ("METHOD /path"). */
 export async function sendSample(

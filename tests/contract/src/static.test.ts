@@ -111,7 +111,8 @@ test("every error response documents a status the error code maps to", () => {
   const codeStatus: Record<string, number> = {
     invalid_argument: 400, unauthenticated: 401, forbidden: 403, not_found: 404,
     input_mismatch: 409, already_terminal: 409, run_active: 409, group_mismatch: 409,
-    group_active: 409, workflow_in_use: 409, payload_too_large: 413,
+    group_active: 409, workflow_in_use: 409, already_completed: 409, stale_attempt: 409,
+    run_cancelled: 409, payload_too_large: 413,
     unsupported_media_type: 415, unavailable: 503,
   };
   const problems: string[] = [];
@@ -119,9 +120,11 @@ test("every error response documents a status the error code maps to", () => {
     for (const [st, r] of Object.entries<any>(op.responses)) {
       const schema = contract.deref(r).content?.["application/json"]?.schema;
       const target = schema?.$ref ? contract.deref(schema) : schema;
-      const code = target?.properties?.error?.properties?.code?.const;
-      if (code !== undefined && codeStatus[code] !== Number(st))
-        problems.push(`${method} ${path} ${st}: error code ${code} is sent with ${codeStatus[code]}`);
+      const c = target?.properties?.error?.properties?.code;
+      const codes: string[] = c?.const !== undefined ? [c.const] : (c?.enum ?? []);
+      for (const code of codes)
+        if (codeStatus[code] !== Number(st))
+          problems.push(`${method} ${path} ${st}: error code ${code} is sent with ${codeStatus[code]}`);
     }
   assert.deepEqual(problems, []);
 });
