@@ -13,6 +13,7 @@
 #include "db/jobs.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
+#include "service/metrics.h"
 #include "service/verdict.h"
 
 #define HEARTBEAT_MAX_DETAILS_BYTES (64 * 1024)
@@ -96,6 +97,7 @@ void handle_step_complete(struct http_req *r)
 	    parse_completion(body, &s, &e) || hc_db(r, &c, &e) ||
 	    db_jobs_complete(c, &a, &s, &run, &e))
 		goto out;
+	metrics_step_result(metrics_result_of(s.result));
 	http_reply_json(r, 200, run);
 out:
 	settlement_cleanup(&s);

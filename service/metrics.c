@@ -37,6 +37,28 @@ void metrics_step_result(enum metrics_result r)
 {
 	atomic_fetch_add(&step_results[r], 1);
 }
+enum metrics_result metrics_result_of(enum settle_result r)
+{
+	switch (r) {
+	case SETTLE_CONTINUE:
+		return MR_CONTINUE;
+	case SETTLE_SUCCEED:
+		return MR_SUCCEED;
+	case SETTLE_FAIL:
+		return MR_FAIL;
+	case SETTLE_CANCEL:
+		return MR_CANCEL;
+	case SETTLE_TRANSIENT:
+		return MR_TRANSIENT;
+	case SETTLE_PENDING:
+		return MR_PENDING;
+	case SETTLE_PERMANENT:
+	case SETTLE_DELIVERED: /* a callback's, never a step's */
+		break;
+	}
+	return MR_PERMANENT;
+}
+
 void metrics_callback_result(enum metrics_result r)
 {
 	atomic_fetch_add(&callback_results[r], 1);

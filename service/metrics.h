@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/strbuf.h"
+#include "db/jobs.h"
 
 enum metrics_result {
 	MR_CONTINUE,
@@ -23,6 +24,8 @@ enum metrics_result {
 void metrics_step_dispatched(void);
 void metrics_callback_dispatched(void);
 void metrics_step_result(enum metrics_result r);
+/* The result a settlement of a step counts as (a completion's). */
+enum metrics_result metrics_result_of(enum settle_result r);
 void metrics_callback_result(enum metrics_result r);
 void metrics_webhook_latency(int64_t ms);
 void metrics_inflight_add(int delta);

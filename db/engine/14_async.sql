@@ -4,10 +4,11 @@
 -- attempt (generation, step, attempt).
 
 -- Why attempt (p_generation, p_step, p_attempt) of run r is not the one
--- that may be completed now: 'already_completed' (it ended with an answer:
--- an outcome, or an error the webhook or a completion gave), 'run_cancelled'
--- (an external cancel ended the run in that attempt) or 'stale_attempt' (an
--- older attempt or generation, or one that timed out or lost its lease).
+-- that may be completed now: 'already_completed' (it ended with an outcome,
+-- from its webhook or a completion, or with an error a completion gave),
+-- 'run_cancelled' (an external cancel ended the run in that attempt) or
+-- 'stale_attempt' (an older attempt or generation, or one whose call failed,
+-- timed out, lost its lease or stayed pending too long).
 CREATE FUNCTION hf_attempt_gone(r run, p_generation integer, p_step integer, p_attempt integer)
 RETURNS text
 LANGUAGE sql STABLE AS $$
@@ -15,9 +16,9 @@ LANGUAGE sql STABLE AS $$
 		WHEN EXISTS (SELECT 1 FROM step_attempt a WHERE a.run_id = r.run_id
 			     AND a.generation = p_generation AND a.step = p_step
 			     AND a.attempt = p_attempt
-			     AND (a.result IN ('continue', 'succeed', 'fail', 'cancel',
-					       'permanent_error')
-				  OR (a.result = 'transient_error'
+			     AND (a.result IN ('continue', 'succeed', 'fail', 'cancel')
+				  OR (a.result IN ('transient_error', 'permanent_error')
+				      AND a.pending_since IS NOT NULL
 				      AND a.error NOT IN ('heartbeat timeout', 'pending timeout'))))
 		THEN 'already_completed'
 		WHEN r.status = 'cancelled' AND r.generation = p_generation
