@@ -271,11 +271,13 @@ static void settle_error(const struct claimed_job *j, const struct verdict *v, s
 
 /* The settlement of a step call that ended with verdict `v` (its outcome's
  * JSON is shared, not taken). */
-static void step_settlement(const struct inflight *f, const struct verdict *v, long http_status,
-			    struct settlement *s)
+static void step_settlement(const struct worker *w, const struct inflight *f,
+			    const struct verdict *v, long http_status, struct settlement *s)
 {
 	const struct claimed_job *j = &f->job;
 	settle_base(j, http_status, s);
+	s->max_children = w->d->cfg->max_children;
+	s->max_depth = w->d->cfg->max_child_depth;
 	if (f->cancel_abort) {
 		s->result = SETTLE_TRANSIENT;
 		s->reason = strdup("call aborted: run cancelled");
@@ -407,9 +409,7 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	long status = r.transport_error ? 0 : r.status;
 	struct settlement st;
 	if (f->job.kind == JOB_STEP) {
-		step_settlement(f, &v, status, &st);
-		st.max_children = w->d->cfg->max_children;
-		st.max_depth = w->d->cfg->max_child_depth;
+		step_settlement(w, f, &v, status, &st);
 		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
 			st.replay_outcome = outcome_to_json(&v.outcome);
 	} else {
@@ -463,7 +463,7 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 			 body ? e.msg : "out of memory");
 		struct settlement st;
 		if (j->kind == JOB_STEP)
-			step_settlement(f, &v, 0, &st);
+			step_settlement(w, f, &v, 0, &st);
 		else
 			callback_settlement(f, &v, 0, &st);
 		settlements_push(done, &st);
@@ -736,11 +736,16 @@ static bool replay(struct worker *w, struct inflight *f)
 		v.outcome.delay_ms = v.outcome.delay_ms > age ? v.outcome.delay_ms - age : 0;
 	if (v.outcome.trigger == TRIGGER_SIGNAL)
 		v.outcome.timeout_ms = v.outcome.timeout_ms > age ? v.outcome.timeout_ms - age : 0;
+	json_t *wait_to = json_object_get(v.outcome.wait_children, "timeout_ms");
+	if (json_is_integer(wait_to)) {
+		json_int_t t = json_integer_value(wait_to);
+		json_integer_set(wait_to, t > age ? t - age : 0);
+	}
 	log_info("dispatcher", "replaying stored step outcome",
 		 "run_id=%s job_id=%s step=%d age_ms=%lld", f->job.run_id, f->job.id, f->job.step,
 		 (long long)age);
 	struct settlement st;
-	step_settlement(f, &v, 0, &st);
+	step_settlement(w, f, &v, 0, &st);
 	settlements_push(&w->work, &st);
 	verdict_cleanup(&v);
 	return true;
@@ -771,7 +776,7 @@ static bool reveal_secrets(struct worker *w, struct inflight *f)
 	snprintf(v.error, sizeof v.error, "call not started: %s", e.msg);
 	struct settlement st;
 	if (f->job.kind == JOB_STEP)
-		step_settlement(f, &v, 0, &st);
+		step_settlement(w, f, &v, 0, &st);
 	else
 		callback_settlement(f, &v, 0, &st);
 	settlements_push(&w->work, &st);
@@ -802,7 +807,7 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 			f->cancel_abort = true;
 			struct verdict v = {.kind = VERDICT_TRANSIENT, .retry_after_ms = -1};
 			struct settlement st;
-			step_settlement(f, &v, 0, &st);
+			step_settlement(w, f, &v, 0, &st);
 			settlements_push(&w->work, &st);
 			free_inflight(f);
 			continue;

@@ -32,7 +32,7 @@ def _pause_until(t):
         time.sleep(left)
 
 
-def _crash_on_first_answer(services, db, webhook, script, replay=True):
+def _crash_on_first_answer(services, db, webhook, script, replay=True, before_start=None):
     """Starts hookflow with the exit_before_settle fault, runs `script` until
     the process exits 99 after storing the step-0 replay record; returns
     (service, run_id, step-0 request)."""
@@ -46,6 +46,8 @@ def _crash_on_first_answer(services, db, webhook, script, replay=True):
     script[0] = lambda req: Hang(release=submitted, then=first(req) if callable(first) else first,
                                  max_s=30)
     webhook.route("/steps", StepScript(script))
+    if before_start is not None:
+        before_start(svc.api)
     svc.api.put_workflow("wf", webhook.url(), step_output_replay=replay, max_attempts=3, timeout_ms=30000)
     rid = svc.api.submit("wf", input={"order": 7})["run_id"]
     submitted.set()
@@ -211,3 +213,26 @@ def test_workflow_step_output_replay_setting_round_trips(api, webhook):
     assert api.get("/v1/workflows/wf").body["step_output_replay"] is True
     wf = api.put_workflow("wf", webhook.url())
     assert wf["step_output_replay"] is False
+
+
+def test_replay_of_an_answer_that_starts_children_starts_them_once_and_shortens_their_wait(
+        services, db, webhook):
+    webhook.route("/child", StepScript({0: lambda req: Hang(max_s=30)}))
+    svc, rid, s0 = _crash_on_first_answer(services, db, webhook, {
+        0: cont("p", children=[{"key": "a", "workflow": "child"}, {"key": "b", "workflow": "child"}],
+                wait_for_children={"mode": "all", "timeout_ms": DELAY_MS}),
+        1: lambda req: succeed([c["status"] for c in req.json["children"]]),
+    }, before_start=lambda api: api.put_workflow("child", webhook.url("/child")))
+    _pause_until(s0.answered_at + 2.0)
+    restart_t = time.monotonic()
+    svc.restart(sig=None, HOOKFLOW_TEST_FAULT=None)
+    run = svc.api.wait_terminal(rid, timeout=30)
+    # both children were held past the (shortened) wait: it timed out
+    assert run["status"] == "succeeded" and run["result"] == ["timeout", "timeout"], run
+    assert len(webhook.requests(run_id=rid, step=0)) == 1, "the webhook was called again for the replayed step"
+    (s1,) = webhook.requests(run_id=rid, step=1)
+    assert s1.time - s0.answered_at >= DELAY_MS / 1000 - 0.05
+    assert s1.time - restart_t < DELAY_MS / 1000 - MARGIN, \
+        "the children's wait ran %.2fs from the restart: not shortened" % (s1.time - restart_t)
+    page = svc.api.get("/v1/runs/%s/children" % rid)
+    assert page.status == 200 and [c["parent"]["key"] for c in page.body["children"]] == ["a", "b"], page
