@@ -1293,7 +1293,8 @@ def verify(db, hook, sub, policy, submitted, expected, wanted, completer, listin
                 [(c.get("run_id"), c.get("status"), c.get("result"), c.get("parent"), c.get("workflow"))
                  for c in got] != want:
             children_api_wrong.append((prid, got if not isinstance(got, list) else
-                                       [(c.get("run_id"), c.get("status"), c.get("parent")) for c in got]))
+                                       [(c.get("run_id"), c.get("status"), c.get("result"), c.get("parent"))
+                                        for c in got]))
     children_of_others = sorted(p for p in children_db if p not in parents)
 
     # Callbacks: every run acknowledged with its status; one termination.
