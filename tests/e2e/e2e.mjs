@@ -149,6 +149,21 @@ const BUFFERED_KEY = 'e2e buffered/key é?#%';
 const FLOW_KEY = 'customer 7/é&?';
 const groupRunId = (key) => createHash('sha256').update(`${GROUP}/${key}`).digest('hex');
 const GROUP_RUNS = [groupRunId('a'), groupRunId('b')];
+// Long-running steps and child runs (submitted after the run-list checks): a
+// step left pending, a parent waiting for two children (whose steps are left
+// pending too), a parent of more children than the page shows at once, and a
+// run waiting on two correlation keys.
+const WF_CHILD = 'e2e-child';
+const PENDING_RUN = 'pending-1';
+const PARENT_RUN = 'parent-1';
+const FANOUT_RUN = 'fanout-1';
+const FANOUT = 25; // the run page lists children 20 at a time
+const MULTI_RUN = 'multi-1';
+const MULTI_KEYS = ['pay:1', 'cancel:1'];
+const childRunId = (parent, generation, step, key) =>
+	createHash('sha256').update(`${parent}/${generation}/${step}/${key}`).digest('hex');
+const PARENT_CHILDREN = ['a', 'b'].map((k) => childRunId(PARENT_RUN, 1, 0, k));
+const FANOUT_KEYS = Array.from({ length: FANOUT }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
 
 const hook = await startWebhook();
 const busyHook = await startWebhook();
@@ -158,14 +173,15 @@ let page = null;
 const pageErrors = [];
 const foreignRequests = [];
 
+const wf = {
+	url: `${hook.url}/steps`,
+	callback_url: `${hook.url}/callbacks/ok`,
+	timeout_ms: 120000,
+	max_attempts: 3,
+	retry_backoff: { base_ms: 50, max_ms: 500 },
+};
+
 async function setup() {
-	const wf = {
-		url: `${hook.url}/steps`,
-		callback_url: `${hook.url}/callbacks/ok`,
-		timeout_ms: 120000,
-		max_attempts: 3,
-		retry_backoff: { base_ms: 50, max_ms: 500 },
-	};
 	await apiOk('PUT', `/v1/workflows/${WF}`, wf);
 	await apiOk('PUT', `/v1/workflows/${WF_OTHER}`, wf);
 	await apiOk('PUT', `/v1/workflows/${WF_FLOW}`, {
@@ -231,16 +247,63 @@ async function openRun(id) {
 }
 
 async function stepRows() {
-	return page.$$eval('#steps-table tbody tr', (trs) => trs.map((tr) => ({
-		step: Number(tr.getAttribute('data-step')),
-		attempt: Number(tr.getAttribute('data-attempt')),
-		generation: Number(tr.getAttribute('data-generation')),
-		result: (tr.querySelector('[data-col=result] .badge') || {}).textContent || null,
-		http: tr.querySelector('[data-col=http]').textContent.trim(),
-		error: tr.querySelector('[data-col=error]').textContent.trim(),
-		duration: tr.children[6].textContent.trim(),
+	return page.$$eval('#steps-table tbody tr', (trs) => trs.map((tr) => {
+		const q = (sel) => tr.querySelector(sel);
+		const t = (sel) => (q(sel) ? q(sel).textContent.trim() : null);
+		return {
+			step: Number(tr.getAttribute('data-step')),
+			attempt: Number(tr.getAttribute('data-attempt')),
+			generation: Number(tr.getAttribute('data-generation')),
+			result: (q('[data-col=result] .badge') || {}).textContent || null,
+			http: t('[data-col=http]'),
+			error: t('[data-col=error]'),
+			duration: tr.children[6].textContent.trim(),
+			pendingSince: t('[data-col=pending_since]'),
+			signal: t('[data-col=signal] .badge'),
+			signalKey: t('[data-col=signal] [data-key]'),
+			heartbeatAt: t('[data-col=heartbeat] .when'),
+			heartbeat: t('[data-col=heartbeat] pre'),
+		};
+	}));
+}
+
+// The run page's field `name` (its text), or null when it is not shown.
+async function fieldText(name) {
+	const el = await page.$(`#run-fields dd[data-field="${name}"]`);
+	return el ? ((await el.textContent()) || '').trim() : null;
+}
+
+// A timestamp as the page shows it: in full (ts) and to the second (shortTs).
+const fullTs = (s) => s.replace('T', ' ').replace(/Z$/, ' UTC');
+const shortTs = (s) => s.slice(0, 19).replace('T', ' ');
+
+// JSON values compared whatever their key order (jsonb reorders keys).
+function canon(v) {
+	if (Array.isArray(v)) return v.map(canon);
+	if (v && typeof v === 'object')
+		return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])]));
+	return v;
+}
+const sameJson = (a, b) => JSON.stringify(canon(a)) === JSON.stringify(canon(b));
+const parsed = (text) => { try { return JSON.parse(text); } catch { return undefined; } };
+
+// The children the run page lists: key, link, status.
+async function childRows() {
+	return page.$$eval('#children-table tbody tr', (trs) => trs.map((tr) => ({
+		key: tr.querySelector('[data-col=key]').textContent.trim(),
+		run_id: tr.getAttribute('data-run-id'),
+		href: tr.querySelector('a').getAttribute('href'),
+		link: tr.querySelector('a').textContent.trim(),
+		status: tr.querySelector('[data-col=status] .badge').getAttribute('data-status'),
 	})));
 }
+
+// The delivery token (memo.token) of a step request the webhook got.
+function tokenOf(runId, step, attempt = 1) {
+	const c = hook.state.calls.find((x) => x.run_id === runId && x.step === step && x.attempt === attempt);
+	return c ? c.token : null;
+}
+const stepPath = (id, step, action) => `/v1/runs/${encodeURIComponent(id)}/steps/${step}/${action}`;
 
 const shots = [];
 async function shot(name) {
@@ -618,6 +681,227 @@ try {
 		await page.fill('#signal-payload', '{not json');
 		await page.click('#signal-send');
 		await until('the JSON error', async () => /not valid JSON/.test(await text('#banner')));
+	});
+
+	await check('setup: a pending step, a parent waiting for two children, a parent of 25, a wait on two keys', async () => {
+		await apiOk('PUT', `/v1/workflows/${WF_CHILD}`, wf);
+		const submit = (run_id, mode, input) =>
+			apiOk('POST', '/v1/runs', { workflow: WF, run_id, input, headers: { mode } });
+		await submit(PENDING_RUN, 'pending', { order: PENDING_RUN });
+		await submit(PARENT_RUN, 'parent', {
+			children: ['a', 'b'].map((key) => ({
+				key, workflow: WF_CHILD, input: { part: key }, headers: { mode: 'pending' },
+			})),
+		});
+		await submit(FANOUT_RUN, 'parent', {
+			children: FANOUT_KEYS.map((key) => ({ key, workflow: WF_CHILD, headers: { mode: 'ok' } })),
+		});
+		await submit(MULTI_RUN, 'wait', { keys: MULTI_KEYS });
+		await until('the pending step, the waiting parent and its pending children, the fan-out, the wait', async () => {
+			const [p, parent, fan, multi] = await Promise.all([PENDING_RUN, PARENT_RUN, FANOUT_RUN, MULTI_RUN].map(getRun));
+			const kids = await Promise.all(PARENT_CHILDREN.map((id) => api('GET', `/v1/runs/${id}`)));
+			return p.pending_since && tokenOf(PENDING_RUN, 0) && parent.status === 'waiting' &&
+				kids.every((k) => k.status === 200 && k.data.pending_since && tokenOf(k.data.run_id, 0)) &&
+				fan.status === 'succeeded' && multi.status === 'waiting';
+		}, 30000);
+		const parent = await getRun(PARENT_RUN);
+		assert(sameJson(parent.waiting.children, { mode: 'all', count: 2, step: 0 }) &&
+			parent.waiting.correlation_key === null, `the parent waits for ${JSON.stringify(parent.waiting)}`);
+		assert(sameJson((await getRun(PARENT_CHILDREN[0])).parent,
+			{ run_id: PARENT_RUN, generation: 1, step: 0, key: 'a' }), 'child a does not name its parent');
+		const multi = await getRun(MULTI_RUN);
+		// (the API lists a wait's keys in key order)
+		assert(eqSet(multi.waiting.correlation_keys, MULTI_KEYS), `the run waits for ${JSON.stringify(multi.waiting)}`);
+	});
+
+	await check('a pending step: since when, its timeouts and its heartbeat details on the run\'s page', async () => {
+		const tok = tokenOf(PENDING_RUN, 0);
+		// HTML in the details is shown as text, never as markup
+		const first = { progress: 40, note: '<b>halfway</b> & "counting"' };
+		const hb = await api('POST', stepPath(PENDING_RUN, 0, 'heartbeat'), { details: first }, tok);
+		assert(hb.status === 200 && hb.data.cancel_requested === false, `heartbeat answered ${hb.status}: ${hb.text}`);
+		const run = await getRun(PENDING_RUN);
+		assert(run.status === 'running' && run.pending_since && run.pending_timeout_at && run.heartbeat_timeout_at,
+			`the API shows ${JSON.stringify(run)}`);
+		await openRun(PENDING_RUN);
+		await until('the pending fields', async () =>
+			(await fieldText('Pending since')) === fullTs(run.pending_since) &&
+			(await fieldText('Pending timeout')) === fullTs(run.pending_timeout_at) &&
+			(await fieldText('Heartbeat timeout')) === fullTs(run.heartbeat_timeout_at));
+		assert((await statusBadge()) === 'running', `status ${await statusBadge()}`);
+		assert(/step 0 pending/.test(await fieldText('Status')), `status field: ${await fieldText('Status')}`);
+		const [item] = await getSteps(PENDING_RUN);
+		assert(item.result === 'pending' && item.finished_at === null && item.pending_since === run.pending_since &&
+			sameJson(item.heartbeat.details, first), `the API's history: ${JSON.stringify(item)}`);
+		let rows = await until('the pending attempt with its heartbeat', async () => {
+			const r = await stepRows();
+			return r.length === 1 && r[0].result === 'pending' && sameJson(parsed(r[0].heartbeat), first) && r;
+		});
+		assert(rows[0].step === 0 && rows[0].attempt === 1, `row ${JSON.stringify(rows[0])}`);
+		assert(rows[0].pendingSince === `since ${shortTs(item.pending_since)}`, `pending since: ${rows[0].pendingSince}`);
+		assert(rows[0].heartbeatAt === `at ${shortTs(item.heartbeat.at)}`, `heartbeat at: ${rows[0].heartbeatAt}`);
+		assert((await page.$$('#steps-table b')).length === 0, 'the details were rendered as HTML');
+		// a later heartbeat shows up while the page refreshes itself
+		const second = { progress: 80, rows_done: [1, 2, 3] };
+		const hb2 = await api('POST', stepPath(PENDING_RUN, 0, 'heartbeat'), { details: second }, tok);
+		assert(hb2.status === 200, `second heartbeat answered ${hb2.status}`);
+		const later = await getRun(PENDING_RUN);
+		rows = await until('the later heartbeat and its new timeout', async () => {
+			const r = await stepRows();
+			return r.length === 1 && sameJson(parsed(r[0].heartbeat), second) &&
+				(await fieldText('Heartbeat timeout')) === fullTs(later.heartbeat_timeout_at) && r;
+		});
+		assert(later.heartbeat_timeout_at > run.heartbeat_timeout_at, 'the heartbeat did not extend the timeout');
+		await shot('pending.png');
+	});
+
+	await check('a completed pending step: its attempt keeps its heartbeat, the run goes on and succeeds', async () => {
+		const done = await api('POST', stepPath(PENDING_RUN, 0, 'complete'),
+			{ outcome: 'continue', payload: { done: true } }, tokenOf(PENDING_RUN, 0));
+		assert(done.status === 200, `complete answered ${done.status}: ${done.text}`);
+		await until(`${PENDING_RUN} to show succeeded`, async () => (await statusBadge()) === 'succeeded', 20000);
+		const api0 = (await getSteps(PENDING_RUN))[0];
+		const rows = await until('the whole history', async () => {
+			const r = await stepRows();
+			return r.length === 2 && r;
+		});
+		assert(rows[0].result === 'continue' && rows[0].pendingSince === `pending from ${shortTs(api0.pending_since)}` &&
+			sameJson(parsed(rows[0].heartbeat), api0.heartbeat.details) && api0.heartbeat.details.progress === 80,
+		`step 0: ${JSON.stringify(rows[0])} vs ${JSON.stringify(api0)}`);
+		assert(rows[1].step === 1 && rows[1].result === 'succeed' && rows[1].pendingSince === null &&
+			rows[1].heartbeat === null, `step 1: ${JSON.stringify(rows[1])}`);
+		for (const f of ['Pending since', 'Pending timeout', 'Heartbeat timeout'])
+			assert((await fieldText(f)) === null, `${f} still shown on an ended run`);
+		assert(/"done": true/.test(await text('#run-result')), 'the result is not shown');
+	});
+
+	await check('a parent waiting for its children: what it waits for, its children linked, the parent linked from a child', async () => {
+		const run = await getRun(PARENT_RUN);
+		const listed = (await apiOk('GET', `/v1/runs/${PARENT_RUN}/children`)).children;
+		await openRun(PARENT_RUN);
+		const rows = await until('the two children listed', async () => {
+			const r = await childRows();
+			return r.length === 2 && r;
+		});
+		assert((await statusBadge()) === 'waiting', `status ${await statusBadge()}`);
+		assert((await fieldText('Waiting for')) === 'all 2 of the child runs started by step 0 to end',
+			`waiting for: ${await fieldText('Waiting for')}`);
+		assert((await fieldText('Wait times out')) === fullTs(run.waiting.timeout_at), 'no wait timeout');
+		assert(listed.map((c) => c.run_id).join() === PARENT_CHILDREN.join(), `the API lists ${listed.map((c) => c.run_id)}`);
+		rows.forEach((r, i) => {
+			const c = listed[i];
+			assert(r.key === c.parent.key && r.run_id === c.run_id && r.link === c.run_id &&
+				r.href === `#/runs/${c.run_id}` && r.status === c.status && r.status === 'running',
+			`row ${i}: ${JSON.stringify(r)} vs ${c.parent.key} ${c.run_id} ${c.status}`);
+		});
+		assert(rows.map((r) => r.key).join() === 'a,b', `keys ${rows.map((r) => r.key)}`);
+		assert((await text('#children-count')) === '2 child runs shown' && await page.isHidden('#children-more'),
+			`count ${await text('#children-count')}`);
+		await shot('children.png');
+
+		await page.click(`#children-table tr[data-key="a"] a`);
+		await until('child a shown', async () =>
+			(await text('#run-id')) === PARENT_CHILDREN[0] && (await statusBadge()) === 'running');
+		const parentLink = '#run-fields dd[data-field="Parent"] a';
+		assert((await page.getAttribute(parentLink, 'href')) === `#/runs/${PARENT_RUN}` &&
+			(await text(parentLink)) === PARENT_RUN, 'no link to the parent');
+		assert((await text('#run-fields dd[data-field="Parent"] [data-key]')) === 'a', 'the child\'s key is not shown');
+		assert(/started by step 0 of generation 1/.test(await fieldText('Parent')), `parent: ${await fieldText('Parent')}`);
+		assert((await fieldText('Pending since')) !== null, 'the child\'s pending step is not shown');
+		assert(await page.isHidden('#children-box'), 'a run without children shows a children list');
+		await shot('child.png');
+		await page.click(parentLink);
+		await until('back on the parent', async () => (await text('#run-id')) === PARENT_RUN &&
+			(await childRows()).length === 2);
+
+		// the Signals page lists runs waiting on keys, not those waiting for children
+		await gotoHash('#/signals');
+		await until('the waiting runs', async () => (await tableRunIds('waiting-table')).includes(MULTI_RUN));
+		assert(!(await tableRunIds('waiting-table')).includes(PARENT_RUN), 'the parent is listed as waiting for a signal');
+	});
+
+	await check('the children end: the parent goes on, its list shows their status', async () => {
+		await openRun(PARENT_RUN);
+		await until('the children listed', async () => (await childRows()).length === 2);
+		for (const [i, id] of PARENT_CHILDREN.entries()) {
+			const key = ['a', 'b'][i];
+			const r = await api('POST', stepPath(id, 0, 'complete'),
+				{ outcome: 'succeed', result: { part: key } }, tokenOf(id, 0));
+			assert(r.status === 200, `completing child ${key} answered ${r.status}: ${r.text}`);
+		}
+		await until('the parent to succeed, its children succeeded', async () =>
+			(await statusBadge()) === 'succeeded' &&
+			(await childRows()).every((c) => c.status === 'succeeded'), 20000);
+		const run = await getRun(PARENT_RUN);
+		assert(run.status === 'succeeded' && run.result.children.map((c) => `${c.key}:${c.status}:${c.result.part}`).join() ===
+			'a:succeeded:a,b:succeeded:b', `the parent's result: ${JSON.stringify(run.result)}`);
+		assert((await fieldText('Waiting for')) === null, 'a finished run still says what it waits for');
+		assert(/"part": "b"/.test(await text('#run-result')), 'the result is not shown');
+	});
+
+	await check('a parent\'s children by page: 20, then Load more for the rest', async () => {
+		const first = await apiOk('GET', `/v1/runs/${FANOUT_RUN}/children?limit=20`);
+		assert(first.children.length === 20 && first.next_cursor, 'the API answered one page');
+		await openRun(FANOUT_RUN);
+		await until('a first page of 20', async () =>
+			(await childRows()).length === 20 && (await page.isVisible('#children-more')));
+		assert((await childRows()).map((r) => r.run_id).join() === first.children.map((c) => c.run_id).join(),
+			'the first page differs from the API');
+		assert(/more available/.test(await text('#children-count')), `count ${await text('#children-count')}`);
+		await page.click('#children-more');
+		await until('every child', async () => (await childRows()).length === FANOUT && (await page.isHidden('#children-more')));
+		let rows = await childRows();
+		assert(rows.map((r) => r.key).join() === FANOUT_KEYS.join(), `keys ${rows.map((r) => r.key)}`);
+		assert(rows.every((r) => r.status === 'succeeded' && r.run_id === childRunId(FANOUT_RUN, 1, 0, r.key)),
+			`rows ${JSON.stringify(rows)}`);
+		// a refresh keeps every child shown
+		await page.click('#run-refresh');
+		await until('the refreshed list', async () => (await text('#children-count')) === `${FANOUT} child runs shown`);
+		rows = await childRows();
+		assert(rows.length === FANOUT && new Set(rows.map((r) => r.run_id)).size === FANOUT, `${rows.length} rows after a refresh`);
+	});
+
+	await check('a run waiting on two keys: the keys on its page and on the Signals page; the key that woke it in its history', async () => {
+		const run = await getRun(MULTI_RUN);
+		await openRun(MULTI_RUN);
+		assert((await statusBadge()) === 'waiting', `status ${await statusBadge()}`);
+		const keys = await page.$$eval('#run-fields dd[data-field="Waiting for"] [data-key]', (k) => k.map((x) => x.textContent));
+		assert(keys.join() === run.waiting.correlation_keys.join() && eqSet(keys, MULTI_KEYS), `keys shown: ${keys}`);
+		assert(/^a signal on any of/.test(await fieldText('Waiting for')), `waiting for: ${await fieldText('Waiting for')}`);
+		assert((await fieldText('Wait times out')) === fullTs(run.waiting.timeout_at), 'no wait timeout');
+		await shot('waiting-keys.png');
+		await page.click('header nav a[data-nav=signals]');
+		await page.locator('#signals-view').waitFor({ state: 'visible' });
+		await until('a row per key', async () => eqSet(await page.$$eval(`#waiting-table tr[data-run-id="${MULTI_RUN}"]`,
+			(t) => t.map((x) => x.getAttribute('data-key'))), MULTI_KEYS));
+		await page.click(`#waiting-table tr[data-key="cancel:1"] button`);
+		assert((await page.inputValue('#signal-key')) === 'cancel:1', 'Use key did not fill the key');
+		await page.fill('#signal-payload', '{"choice": "cancel"}');
+		await page.click('#signal-send');
+		await until('the delivered notice', async () => /delivered/.test(await noticeText()));
+		const done = await until(`${MULTI_RUN} to succeed (API)`, async () => {
+			const r = await getRun(MULTI_RUN);
+			return r.status === 'succeeded' && r;
+		});
+		assert(sameJson(done.result.approved_with, { status: 'delivered', correlation_key: 'cancel:1', payload: { choice: 'cancel' } }),
+			`result ${JSON.stringify(done.result)}`);
+		await openRun(MULTI_RUN);
+		const rows = await until('the history with the signal', async () => {
+			const r = await stepRows();
+			return r.length === 2 && r;
+		});
+		assert(rows[0].signal === null, `step 0 shows a signal: ${JSON.stringify(rows[0])}`);
+		assert(rows[1].step === 1 && rows[1].signal === 'delivered' && rows[1].signalKey === 'cancel:1',
+			`step 1: ${JSON.stringify(rows[1])}`);
+		assert((await getSteps(MULTI_RUN))[1].signal.correlation_key === 'cancel:1', 'the API history names no key');
+		await shot('woken.png');
+		// a wait on one key: its signal names no key
+		await openRun('wait-1');
+		const one = await until('wait-1\'s history', async () => {
+			const r = await stepRows();
+			return r.length === 2 && r;
+		});
+		assert(one[1].signal === 'delivered' && one[1].signalKey === null, `wait-1 step 1: ${JSON.stringify(one[1])}`);
 	});
 
 	await check('dead letters: kind filter, redrive a dead step (its run succeeds)', async () => {

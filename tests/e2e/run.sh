@@ -18,8 +18,12 @@
 #   5. Cleans everything up (trap), whatever happened.
 #
 # Prints one line per check and ends with "e2e: N passed, M failed"; exits non-zero
-# on any failure. Screenshots: build/e2e/dashboard.png (the run list) and
-# build/e2e/run.png (one run's details and step history).
+# on any failure. Screenshots in build/e2e: dashboard.png (the run list),
+# run.png (one run's details and step history), pending.png (a pending step and
+# its heartbeat), children.png (a parent waiting for its children), child.png (a
+# child and its parent), waiting-keys.png and woken.png (a wait on two keys, and
+# the key that woke it), and the other pages' (token, signals, dead-letters,
+# workflows, endpoints).
 #
 # Knobs: HOOKFLOW_BIN (default build/hookflow), E2E_KEEP=1 keeps the temporary
 # directory (logs, database) for a look after a failure.

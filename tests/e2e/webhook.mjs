@@ -8,8 +8,13 @@
 //   fail   generation 1 answers 500 with {"error": {"retryable": false}} (permanent: the
 //          step is dead-lettered and the run fails); a rerun or redrive (generation >= 2)
 //          succeeds
-//   wait   step 0 continues with wait_for_signal on the run's `key` input; step 1
-//          succeeds with the signal it got
+//   wait   step 0 continues with wait_for_signal on the run's `key` input (or on the
+//          first of its `keys`, correlation_keys); step 1 succeeds with the signal it got
+//   pending  step 0 answers 202 {"outcome": "pending", "heartbeat_timeout_ms": 600000}:
+//          the test heartbeats and completes it with the request's memo.token; a later
+//          step succeeds with its payload
+//   parent step 0 continues with the `children` (and `wait_for_children`) of the run's
+//          input: child runs it waits for; step 1 succeeds with the children it got
 //   hang   never answers: the call stays in flight until hookflow aborts it (cancel)
 //   big    steps 0..BIG_STEPS-2 continue with a payload of about 900 kB, the last step
 //          succeeds: a history of several MiB, which the steps endpoint answers in
@@ -23,7 +28,7 @@ export const BIG_STEPS = 7;
 
 export function startWebhook() {
 	const state = {
-		calls: [],              // {run_id, step, attempt, generation, mode}
+		calls: [],              // {run_id, step, attempt, generation, mode, token}
 		hanging: new Map(),     // run_id -> {aborted: bool}
 		callbacks: [],          // callback bodies received on /callbacks/ok
 	};
@@ -62,7 +67,7 @@ export function startWebhook() {
 
 		const mode = (body.headers && body.headers.mode) || 'ok';
 		const { run_id, step, attempt, generation } = body;
-		state.calls.push({ run_id, step, attempt, generation, mode });
+		state.calls.push({ run_id, step, attempt, generation, mode, token: body.memo && body.memo.token });
 
 		if (mode === 'hang') {
 			const h = { aborted: false };
@@ -88,13 +93,33 @@ export function startWebhook() {
 			return reply(res, 200, { outcome: 'succeed', result: { ok: true, steps: BIG_STEPS } });
 		}
 		if (mode === 'wait') {
-			if (step === 0)
+			if (step === 0) {
+				const keys = body.payload.keys;
 				return reply(res, 200, {
 					outcome: 'continue',
 					payload: { asked: body.payload },
-					wait_for_signal: { correlation_key: body.payload.key, timeout_ms: 600000 },
+					wait_for_signal: {
+						...(keys ? { correlation_keys: keys } : { correlation_key: body.payload.key }),
+						timeout_ms: 600000,
+					},
 				});
+			}
 			return reply(res, 200, { outcome: 'succeed', result: { approved_with: body.signal } });
+		}
+		if (mode === 'pending') {
+			if (step === 0)
+				return reply(res, 202, { outcome: 'pending', heartbeat_timeout_ms: 600000 });
+			return reply(res, 200, { outcome: 'succeed', result: { completed_with: body.payload } });
+		}
+		if (mode === 'parent') {
+			if (step === 0)
+				return reply(res, 200, {
+					outcome: 'continue',
+					payload: { started: body.payload.children.length },
+					children: body.payload.children,
+					...(body.payload.wait ? { wait_for_children: body.payload.wait } : {}),
+				});
+			return reply(res, 200, { outcome: 'succeed', result: { children: body.children } });
 		}
 		if (step === 0)
 			return reply(res, 200, { outcome: 'continue', payload: { n: 1, from: body.payload } });
