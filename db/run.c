@@ -60,10 +60,10 @@ static const struct db_stmt q_children = {
 	DB_PAGE_SQL("SELECT hf_run_text(r) AS item,"
 		    " (r.parent_generation::bigint << 32) | r.parent_step AS ms, r.child_key AS id"
 		    " FROM run r WHERE r.parent_run_id = $1"
-		    " AND (r.parent_generation, r.parent_step, r.child_key)"
-		    " > ($2::integer, $3::integer, $4)"
-		    " ORDER BY r.parent_generation, r.parent_step, r.child_key",
-		    "ms, id", "$5", "$6"),
+		    " AND (r.parent_generation, r.parent_step, r.child_key COLLATE \"C\")"
+		    " > ($2::integer, $3::integer, $4 COLLATE \"C\")"
+		    " ORDER BY r.parent_generation, r.parent_step, r.child_key COLLATE \"C\"",
+		    "ms, id COLLATE \"C\"", "$5", "$6"),
 	6};
 static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 /* Newest first, from the cursor on. Every filter reads an index in this

@@ -71,8 +71,8 @@ ALTER TABLE run
 	ADD COLUMN depth             integer NOT NULL DEFAULT 0,
 	ADD COLUMN wait_children     jsonb,
 	ADD COLUMN children          jsonb;
-CREATE INDEX run_children ON run (parent_run_id, parent_generation, parent_step, child_key)
-	WHERE parent_run_id IS NOT NULL;
+CREATE INDEX run_children ON run (parent_run_id, parent_generation, parent_step,
+	child_key COLLATE "C") WHERE parent_run_id IS NOT NULL;
 ALTER TABLE workflow ADD COLUMN on_parent_cancel text NOT NULL DEFAULT 'cancel'
 	CHECK (on_parent_cancel IN ('cancel', 'abandon'));
 ALTER TYPE hf_job ADD ATTRIBUTE children jsonb;

@@ -21,6 +21,7 @@ packages=(
 	python3 python3-pytest python3-pytest-xdist
 	curl valgrind clang-format git
 	gnuplot-nox # the benchmark's charts (tests/bench/charts.sh)
+	tzdata      # /usr/share/zoneinfo: schedules' time zones (base/tz.c)
 )
 # The contract, dashboard and examples tests run on Node.js (20 on these
 # machines); Debian's nodejs and npm stand in only where none is installed.

@@ -68,6 +68,7 @@ DECLARE
 	unwaited text[];
 	parents text[];
 	schedules text[];
+	cancelled text[];
 	spawn jsonb;
 BEGIN
 	-- Pending answers first: the claim stays, without an owner to renew it;
@@ -315,11 +316,12 @@ BEGIN
 	       array_agg(u.rid) FILTER (WHERE u.res = 'cancel_queued'),
 	       array_agg(DISTINCT u.parent_run_id) FILTER (WHERE u.term AND u.parent_run_id IS NOT NULL),
 	       array_agg(DISTINCT u.schedule_id) FILTER (WHERE u.term AND u.schedule_id IS NOT NULL),
+	       array_agg(u.rid) FILTER (WHERE u.st = 'cancelled'),
 	       jsonb_agg(jsonb_build_object('run_id', u.rid, 'generation', u.o_generation,
 					    'step', u.o_step, 'depth', u.depth, 'children', u.children))
 		   FILTER (WHERE u.st = 'waiting' AND u.children IS NOT NULL)
 	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
-	     parents, schedules, spawn
+	     parents, schedules, cancelled, spawn
 	FROM u;
 
 	-- Children: those the outcomes start, and the waits of the parents of
@@ -335,6 +337,15 @@ BEGIN
 	-- A schedule whose run ended may start a buffered fire.
 	IF schedules IS NOT NULL THEN
 		PERFORM hf_schedule_runs_ended(schedules);
+	END IF;
+	-- A run that ended cancelled (a cancel, or its own cancel outcome)
+	-- takes its active children with it, unless its workflow abandons them.
+	IF cancelled IS NOT NULL THEN
+		PERFORM hf_cancel(c.run_id, format('parent %s cancelled', c.parent_run_id))
+		FROM run c JOIN run p ON p.run_id = c.parent_run_id
+		JOIN workflow w ON w.name = p.workflow AND w.on_parent_cancel = 'cancel'
+		WHERE c.parent_run_id = ANY (cancelled)
+		  AND c.status NOT IN ('succeeded', 'failed', 'cancelled');
 	END IF;
 
 	-- The keys the waiting runs wait on (one waiter per key: a second one in

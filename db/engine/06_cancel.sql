@@ -2,8 +2,9 @@
 -- a queued run ends at once, and so does one whose step is pending (no call
 -- in flight, migrations/0008); a running one is flagged and its call aborted
 -- wherever it is in flight (NOTIFY hookflow_cancel), then settles cancelled.
--- The active children of a cancelled run are cancelled too (error 'parent
--- <id> cancelled'), unless its workflow's on_parent_cancel is 'abandon'.
+-- When the run ends cancelled, its active children are cancelled too
+-- (hf_settle_steps; error 'parent <id> cancelled'), unless its workflow's
+-- on_parent_cancel is 'abandon'.
 
 -- Returns 'not_found', 'already_terminal', 'cancelled' (a queued or pending
 -- step was removed and the run ended, through hf_settle_steps) or 'cancelling' (the
@@ -42,11 +43,6 @@ BEGIN
 			PERFORM pg_notify('hookflow_cancel', p_run_id);
 		END IF;
 	END IF;
-	-- Its active children end with it, unless its workflow abandons them.
-	PERFORM hf_cancel(c.run_id, format('parent %s cancelled', p_run_id))
-	FROM run c JOIN run r ON r.run_id = p_run_id
-	JOIN workflow w ON w.name = r.workflow AND w.on_parent_cancel = 'cancel'
-	WHERE c.parent_run_id = p_run_id AND c.status NOT IN ('succeeded', 'failed', 'cancelled');
 	RETURN res;
 END
 $$;

@@ -3,11 +3,13 @@
 -- wait itself is registered by hf_settle_steps and timed out by hf_promote.
 
 -- The keys of a wait: "wait_keys" (a JSON array) or else "wait_key", in
--- key order without duplicates (the order their locks are taken in).
+-- key order (bytes, whatever the database's collation) without duplicates
+-- (the order their locks are taken in).
 CREATE FUNCTION hf_wait_keys(p_keys jsonb, p_key text) RETURNS text[]
 LANGUAGE sql IMMUTABLE AS $$
 	SELECT CASE WHEN p_keys IS NULL OR jsonb_typeof(p_keys) <> 'array' THEN ARRAY[p_key]
-		    ELSE ARRAY(SELECT DISTINCT k FROM jsonb_array_elements_text(p_keys) k ORDER BY k)
+		    ELSE ARRAY(SELECT DISTINCT k COLLATE "C" FROM jsonb_array_elements_text(p_keys) k
+				ORDER BY k COLLATE "C")
 	       END
 $$;
 

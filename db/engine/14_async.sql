@@ -162,7 +162,8 @@ LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM hf_submit(hf_child_id(p_run_id, p_generation, p_step, c->>'key'), c->>'workflow',
 			  coalesce(c->'input', 'null'),
-			  sha256(convert_to(coalesce(c->'input', 'null')::text, 'UTF8')), c->'headers',
+			  sha256(convert_to(coalesce(c->'input', 'null')::text, 'UTF8')),
+			  nullif(c->'headers', 'null'::jsonb),
 			  NULL, NULL, NULL, NULL, NULL, NULL, NULL, c->>'concurrency_key',
 			  jsonb_build_object('run_id', p_run_id, 'generation', p_generation,
 					     'step', p_step, 'key', c->>'key', 'depth', p_depth + 1))
@@ -172,7 +173,7 @@ END
 $$;
 
 -- The children of step p_step of generation p_generation of run p_run_id
--- as the parent's next step receives them, by key: {"key", "run_id",
+-- as the parent's next step receives them, in key order (bytes): {"key", "run_id",
 -- "status", "result", "error"}; with p_timed_out, a child not ended yet
 -- has status 'timeout'.
 CREATE FUNCTION hf_children_json(p_run_id text, p_generation integer, p_step integer,
@@ -183,7 +184,7 @@ LANGUAGE sql STABLE AS $$
 		'status', CASE WHEN p_timed_out
 				    AND c.status NOT IN ('succeeded', 'failed', 'cancelled')
 			       THEN 'timeout' ELSE c.status END,
-		'result', c.result, 'error', c.error) ORDER BY c.child_key), '[]')
+		'result', c.result, 'error', c.error) ORDER BY c.child_key COLLATE "C"), '[]')
 	FROM run c WHERE c.parent_run_id = p_run_id AND c.parent_generation = p_generation
 	  AND c.parent_step = p_step
 $$;

@@ -674,3 +674,29 @@ def test_on_parent_cancel_other_values_are_400_naming_it_and_change_nothing(api,
     body = {"url": webhook.url(), "timeout_ms": 5000, "on_parent_cancel": bad}
     assert_error(api.put("/v1/workflows/wf", body), 400, "invalid_argument", "on_parent_cancel")
     assert workflow(api, "wf") == before
+
+
+def test_a_parent_that_cancels_itself_takes_its_active_children_with_it(api, webhook):
+    # Its second step waits for them (mode any) and then cancels the run
+    # itself: the child still active is cancelled too.
+    release = threading.Event()
+    family(api, webhook, {
+        0: spawn([kid("quick"), kid("slow")], {"mode": "any"}),
+        1: Reply(200, {"outcome": "cancel", "reason": "changed my mind"}),
+    }, by_key({"quick": succeed("q"), "slow": Hang(release=release, then=succeed("s"), max_s=30)}))
+    rid = api.submit(PARENT)["run_id"]
+    run = api.wait_terminal(rid)
+    assert run["status"] == "cancelled" and run["error"] == "changed my mind", run
+    slow = api.wait_terminal(child_run_id(rid, "slow"))
+    assert slow["status"] == "cancelled" and slow["error"] == "parent %s cancelled" % rid, slow
+    assert api.run(child_run_id(rid, "quick"))["status"] == "succeeded"
+    release.set()
+
+
+def test_a_child_whose_headers_are_null_has_empty_headers(api, webhook):
+    family(api, webhook, {0: spawn([kid("h", headers=None)]), 1: succeed("ok")},
+           by_key({"h": lambda req: succeed(req.json["headers"])}))
+    rid = api.submit(PARENT)["run_id"]
+    assert api.wait_terminal(rid)["status"] == "succeeded"
+    child = api.run(child_run_id(rid, "h"))
+    assert child["headers"] == {} and child["result"] == {}, child

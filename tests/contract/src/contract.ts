@@ -271,19 +271,34 @@ export function handlersOfC(routesC: string): Map<string, string> {
 /**
  * The query parameters a handler reads, from its C source: http_req_query
  * and hc_query_int calls in its body, and limit/cursor when it calls
- * hc_paging. `sources` is the text of handlers/*.c.
+ * hc_paging; and so on in the static helpers of handlers/*.c it hands its
+ * request to (`run_page(r, ...)`). `sources` is the text of handlers/*.c.
  */
 export function queryParamsOfHandler(sources: string, fn: string): string[] | undefined {
-  const start = sources.search(new RegExp(`\\nvoid ${fn}\\(struct http_req \\*r\\)\\n\\{`));
-  if (start < 0) return undefined;
-  const end = sources.indexOf("\n}\n", start);
-  const body = sources.slice(start, end < 0 ? undefined : end);
+  const bodyOf = (re: RegExp): string | undefined => {
+    const start = sources.search(re);
+    if (start < 0) return undefined;
+    const end = sources.indexOf("\n}\n", start);
+    return sources.slice(start, end < 0 ? undefined : end);
+  };
+  const top = bodyOf(new RegExp(`\\nvoid ${fn}\\(struct http_req \\*r\\)\\n\\{`));
+  if (top === undefined) return undefined;
   const names = new Set<string>();
-  for (const m of body.matchAll(/(?:http_req_query|hc_query_int)\(r,\s*"([a-z_]+)"/g)) names.add(m[1]);
-  if (/\bhc_paging\(/.test(body)) {
-    names.add("limit");
-    names.add("cursor");
-  }
+  const seen = new Set<string>([fn]);
+  const read = (body: string) => {
+    for (const m of body.matchAll(/(?:http_req_query|hc_query_int)\(r,\s*"([a-z_]+)"/g)) names.add(m[1]);
+    if (/\bhc_paging\(/.test(body)) {
+      names.add("limit");
+      names.add("cursor");
+    }
+    for (const m of body.matchAll(/\b(\w+)\(r\s*[,)]/g)) {
+      if (seen.has(m[1])) continue;
+      seen.add(m[1]);
+      const helper = bodyOf(new RegExp(`\\nstatic [\\w ]+\\b${m[1]}\\(struct http_req \\*r[,)]`));
+      if (helper !== undefined) read(helper);
+    }
+  };
+  read(top);
   return [...names].sort();
 }
 

@@ -13,10 +13,22 @@ type StepRequest = components["schemas"]["StepRequest"];
 type CallbackRequest = components["schemas"]["CallbackRequest"];
 type KvEffects = components["schemas"]["KvEffects"];
 export type StepOutcome = components["schemas"]["StepOutcome"];
+export type ChildRun = components["schemas"]["ChildRun"];
+export type WaitForChildren = components["schemas"]["WaitForChildren"];
 
 /** What the webhook does for one step. */
 export type Action =
-  | { do: "continue"; delay_ms?: number; run_at?: string; wait?: { key: string; timeout_ms: number }; kv?: KvEffects; note?: unknown }
+  | {
+      do: "continue";
+      delay_ms?: number;
+      run_at?: string;
+      // a wait on `key`, or on the first signal on any of `keys`
+      wait?: { key?: string; keys?: string[]; timeout_ms: number };
+      children?: ChildRun[];
+      wait_children?: WaitForChildren;
+      kv?: KvEffects;
+      note?: unknown;
+    }
   | { do: "succeed"; result?: unknown; kv?: KvEffects }
   | { do: "fail"; reason: string; kv?: KvEffects }
   | { do: "cancel"; reason: string; kv?: KvEffects }
@@ -210,7 +222,13 @@ export class HookServer {
         outcome = { outcome: "continue", payload: next };
         if (a.delay_ms !== undefined) outcome.delay_ms = a.delay_ms;
         if (a.run_at !== undefined) outcome.run_at = a.run_at;
-        if (a.wait) outcome.wait_for_signal = { correlation_key: a.wait.key, timeout_ms: a.wait.timeout_ms };
+        if (a.wait)
+          outcome.wait_for_signal =
+            a.wait.keys !== undefined
+              ? { correlation_keys: a.wait.keys, timeout_ms: a.wait.timeout_ms }
+              : { correlation_key: a.wait.key!, timeout_ms: a.wait.timeout_ms };
+        if (a.children) outcome.children = a.children;
+        if (a.wait_children) outcome.wait_for_children = a.wait_children;
         if (a.kv) outcome.kv = a.kv;
         break;
       }
@@ -232,7 +250,13 @@ export class HookServer {
     // What the webhook answers must itself be a documented outcome (pending
     // with 202, as the spec shows it).
     const code = outcome.outcome === "pending" ? 202 : 200;
-    const problems = this.contract.checkWebhookAnswer("step", code, outcome);
+    let problems: string[];
+    try {
+      problems = this.contract.checkWebhookAnswer("step", code, outcome);
+    } catch (e) {
+      // A schema that does not compile: say so rather than leave the call unanswered.
+      problems = [`cannot check it: ${(e as Error).message}`];
+    }
     if (problems.length) this.fail(`step ${req.run_id}/${req.step}: our outcome contradicts the spec: ${problems.join("; ")}`);
     this.send(d, res, code, JSON.stringify(outcome));
   }

@@ -593,6 +593,8 @@ test("signals: delivered to a waiting run, buffered then consumed, cleared, time
   await submit("ct-sig", script("sig", cont({ wait: { key: "ct-key-1", timeout_ms: LONG } }), succeed("signalled")));
   const waiting = await runWithStatus("ct-sig", "waiting");
   assert.equal(waiting.waiting?.correlation_key, "ct-key-1");
+  assert.deepEqual(waiting.waiting?.correlation_keys, ["ct-key-1"], "a wait on one key lists it");
+  assert.equal(waiting.waiting?.children, null, "a signal wait waits for no children");
   assert.match(waiting.waiting?.timeout_at ?? "", TIMESTAMP);
   assert.equal(waiting.step, 1);
 
@@ -638,6 +640,162 @@ test("signals: delivered to a waiting run, buffered then consumed, cleared, time
   await badBodies("POST signal", (init) =>
     api.POST("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-key-6" } }, body: { payload: 1 }, ...init }),
   );
+});
+
+test("signals: the first signal on any of several keys wakes the run and names its key; the oldest buffered is taken", async () => {
+  // Keys are listed in key order; correlation_key is the first key the answer gave.
+  await submit("ct-any", script("any", cont({ wait: { keys: ["ct-any-b", "ct-any-a"], timeout_ms: LONG } }), succeed()));
+  const w = await runWithStatus("ct-any", "waiting");
+  assert.deepEqual(w.waiting, { correlation_key: "ct-any-b", correlation_keys: ["ct-any-a", "ct-any-b"], children: null, timeout_at: w.waiting!.timeout_at });
+  const sa = status(await api.POST("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-a" } }, body: { payload: { refund: 1 } } }), 200).data!;
+  assert.deepEqual(sa, { outcome: "delivered" });
+  assert.equal((await finished("ct-any")).status, "succeeded");
+  const delivered = { status: "delivered", correlation_key: "ct-any-a", payload: { refund: 1 } };
+  assert.deepEqual((await hook.step("ct-any", 1)).body.signal, delivered);
+  assert.deepEqual((await history("ct-any"))[1].signal, delivered);
+  // The wait on the other key ended with it: a signal there is buffered.
+  const sb = status(await api.POST("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-b" } } }), 200).data!;
+  assert.deepEqual(sb, { outcome: "buffered" });
+
+  // ct-any-b is buffered, then ct-any-c: a wait on both takes the older at once.
+  status(await api.POST("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-c" } }, body: { payload: "c" } }), 200);
+  await submit("ct-any-buf", script("anybuf", cont({ wait: { keys: ["ct-any-c", "ct-any-b"], timeout_ms: LONG } }), succeed()));
+  assert.equal((await finished("ct-any-buf")).status, "succeeded");
+  assert.deepEqual((await hook.step("ct-any-buf", 1)).body.signal, { status: "delivered", correlation_key: "ct-any-b", payload: null });
+  assert.deepEqual(status(await api.DELETE("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-c" } } }), 200).data, { removed: true });
+
+  // One waiter per key still holds: a wait on several keys, one of them taken, fails naming it.
+  await submit("ct-any-x", script("anyx", cont({ wait: { key: "ct-any-x", timeout_ms: LONG } }), succeed()));
+  await runWithStatus("ct-any-x", "waiting");
+  await submit("ct-any-y", script("anyy", cont({ wait: { keys: ["ct-any-y", "ct-any-x"], timeout_ms: LONG } }), succeed()));
+  const y = await finished("ct-any-y");
+  assert.deepEqual([y.status, y.error, y.error_kind], ["failed", "a waiter is already registered for correlation key ct-any-x", "permanent"]);
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: "ct-any-x" } } }), 200);
+  // The failed wait registered nothing: its other key has no waiter.
+  assert.deepEqual(status(await api.POST("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-y" } } }), 200).data, { outcome: "buffered" });
+  status(await api.DELETE("/v1/signals/{correlation_key}", { params: { path: { correlation_key: "ct-any-y" } } }), 200);
+});
+
+// ---- child runs ----------------------------------------------------------------
+
+const WF_CHILD = "ct-child"; // the children's workflow (steps on the scripted webhook)
+const WF_ABANDON = "ct-abandon"; // a parent workflow whose cancel leaves its children running
+
+/** The run id of child `key` of step `step` of generation `generation` of run `parent`. */
+const childId = (parent: string, key: string, step = 0, generation = 1) => sha256hex(`${parent}/${generation}/${step}/${key}`);
+
+test("child runs: started by a step, waited for, listed to the next step and by GET /v1/runs/{id}/children", async () => {
+  const wf = status(
+    await api.PUT("/v1/workflows/{name}", {
+      params: { path: { name: WF_CHILD } },
+      body: { url: hook.url("/step"), callback_url: hook.url("/callback/ok"), secret: hook.secret, retry_backoff: { base_ms: 20, max_ms: 200 } },
+    }),
+    201,
+  ).data!;
+  assert.equal(wf.on_parent_cancel, "cancel", "the default");
+  const id = "ct-parent";
+  // b stays active (its step 1 is an hour away) until it is cancelled below.
+  const children = [
+    { key: "b", workflow: WF_CHILD, input: script("cb", cont({ delay_ms: 3600000 }), succeed()) },
+    { key: "a", workflow: WF_CHILD, input: script("ca", succeed("A")), headers: { tenant: "a" }, concurrency_key: "ct-child-a" },
+    { key: "c", workflow: WF_CHILD, input: script("cc", { do: "fail", reason: "no C" }) },
+  ];
+  await submit(id, script(id, cont({ children, wait_children: { mode: "all", timeout_ms: LONG } }), succeed("parent done")));
+  const ids = { a: childId(id, "a"), b: childId(id, "b"), c: childId(id, "c") };
+
+  const waiting = await runWithStatus(id, "waiting");
+  assert.deepEqual(waiting.waiting?.children, { mode: "all", count: 3, step: 0 });
+  assert.deepEqual([waiting.waiting?.correlation_key, waiting.waiting?.correlation_keys], [null, null]);
+  assert.ok(Date.parse(waiting.waiting!.timeout_at) > Date.now(), "the wait's timeout is ahead");
+  assert.equal(waiting.step, 1);
+  assert.equal(waiting.parent, null, "a submitted run has no parent");
+
+  const a = await finished(ids.a);
+  assert.deepEqual([a.status, a.result, a.workflow, a.concurrency_key], ["succeeded", "A", WF_CHILD, "ct-child-a"]);
+  assert.deepEqual(a.parent, { run_id: id, generation: 1, step: 0, key: "a" });
+  assert.deepEqual(a.headers, { tenant: "a" });
+  assert.deepEqual(a.input, children[1].input);
+  assert.deepEqual((await finished(ids.c)).error, "no C");
+  const b = await runWithStatus(ids.b, "scheduled");
+  assert.deepEqual(b.parent, { run_id: id, generation: 1, step: 0, key: "b" });
+  assert.equal((await getRun(id)).status, "waiting", "mode all: one child is still active");
+
+  // GET /v1/runs/{id}/children: by generation, step, then key; paged.
+  const page = (query: { limit?: number; cursor?: string }) =>
+    api.GET("/v1/runs/{run_id}/children", { params: { path: { run_id: id }, query } });
+  const all = status(await page({}), 200).data!;
+  assert.deepEqual(all.children.map((c) => c.run_id), [ids.a, ids.b, ids.c]);
+  assert.equal(all.next_cursor, null);
+  assert.deepEqual(all.children[0], await getRun(ids.a), "a listed child is its run object");
+  const p1 = status(await page({ limit: 2 }), 200).data!;
+  assert.deepEqual(p1.children.map((c) => c.parent?.key), ["a", "b"]);
+  assert.ok(p1.next_cursor);
+  const p2 = status(await page({ limit: 2, cursor: p1.next_cursor! }), 200).data!;
+  assert.deepEqual([p2.children.map((c) => c.parent?.key), p2.next_cursor], [["c"], null]);
+  assert.deepEqual(status(await api.GET("/v1/runs/{run_id}/children", { params: { path: { run_id: ids.a } } }), 200).data, { children: [], next_cursor: null });
+  error(await api.GET("/v1/runs/{run_id}/children", { params: { path: { run_id: NOT_FOUND_RUN } } }), 404, "not_found");
+  error(await api.GET("/v1/runs/{run_id}/children", { params: { path: { run_id: BAD_ID } } }), 400, "invalid_argument");
+  error(await page({ limit: 1001 }), 400, "invalid_argument");
+  error(await page({ cursor: "nope!" }), 400, "invalid_argument");
+
+  // The last child ends (an external cancel, its error null): the parent's next step runs with them all.
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: ids.b } } }), 200);
+  const done = await finished(id);
+  assert.deepEqual([done.status, done.result, done.waiting], ["succeeded", "parent done", null]);
+  const s1 = await hook.step(id, 1);
+  assert.deepEqual(s1.body.children, [
+    { key: "a", run_id: ids.a, status: "succeeded", result: "A", error: null },
+    { key: "b", run_id: ids.b, status: "cancelled", result: null, error: null },
+    { key: "c", run_id: ids.c, status: "failed", result: null, error: "no C" },
+  ]);
+  assert.equal(s1.body.signal, undefined);
+  assert.equal((await hook.step(id, 0)).body.children, undefined, "only the step after the wait hears of the children");
+});
+
+test("child runs: an unknown workflow fails the step permanently; a wait that times out lists the active child as timeout", async () => {
+  await submit("ct-parent-bad", script("pbad", cont({ children: [{ key: "x", workflow: "ct-nope" }] })));
+  const bad = await finished("ct-parent-bad");
+  assert.deepEqual([bad.status, bad.error, bad.error_kind], ["failed", "children[0].workflow: workflow ct-nope not found", "permanent"]);
+  assert.deepEqual(status(await api.GET("/v1/runs/{run_id}/children", { params: { path: { run_id: "ct-parent-bad" } } }), 200).data, { children: [], next_cursor: null });
+
+  const id = "ct-parent-timeout";
+  await submit(id, script(id, cont({ children: [{ key: "slow", workflow: WF_CHILD, input: script("slow", cont({ delay_ms: 3600000 }), succeed()) }], wait_children: { mode: "any", timeout_ms: 200 } }), succeed()));
+  assert.equal((await finished(id)).status, "succeeded");
+  const slow = childId(id, "slow");
+  assert.deepEqual((await hook.step(id, 1)).body.children, [{ key: "slow", run_id: slow, status: "timeout", result: null, error: null }]);
+  await runWithStatus(slow, "scheduled"); // a child the wait gave up on goes on
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: slow } } }), 200);
+});
+
+test("child runs: cancelling a parent cancels its active children, unless its workflow's on_parent_cancel is abandon", async () => {
+  const later = (t: string) => script(t, cont({ delay_ms: 3600000 }), succeed());
+  const id = "ct-parent-cancel";
+  await submit(id, script(id, cont({ children: [{ key: "k", workflow: WF_CHILD, input: later("k") }] }), succeed()));
+  const kid = childId(id, "k");
+  await runWithStatus(id, "waiting"); // its children exist from then on
+  await runWithStatus(kid, "scheduled");
+  const c = status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: id } } }), 200).data!;
+  assert.deepEqual([c.status, c.error], ["cancelled", null]);
+  const k = await finished(kid);
+  assert.deepEqual([k.status, k.error, k.error_kind], ["cancelled", `parent ${id} cancelled`, null]);
+  const cb = await hook.callback(kid);
+  assert.deepEqual([cb.body.status, cb.body.error], ["cancelled", `parent ${id} cancelled`]);
+
+  const put = (on_parent_cancel: unknown) =>
+    api.PUT("/v1/workflows/{name}", { params: { path: { name: WF_ABANDON } }, body: { url: hook.url("/step"), secret: hook.secret, on_parent_cancel } as any });
+  for (const bad of ["keep", "", "CANCEL", 1])
+    assert.match(error(await put(bad), 400, "invalid_argument"), /on_parent_cancel/);
+  assert.equal(status(await put("abandon"), 201).data!.on_parent_cancel, "abandon");
+  assert.equal(status(await api.GET("/v1/workflows/{name}", { params: { path: { name: WF_ABANDON } } }), 200).data!.on_parent_cancel, "abandon");
+  const ab = "ct-parent-abandon";
+  await submit(ab, script(ab, cont({ children: [{ key: "k", workflow: WF_CHILD, input: later("k2") }] }), succeed()), {}, WF_ABANDON);
+  const kept = childId(ab, "k");
+  await runWithStatus(ab, "waiting");
+  await runWithStatus(kept, "scheduled");
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: ab } } }), 200);
+  const still = await getRun(kept);
+  assert.deepEqual([still.status, still.cancel_requested], ["scheduled", false], "an abandoned child goes on");
+  status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: kept } } }), 200);
 });
 
 // ---- memo --------------------------------------------------------------------

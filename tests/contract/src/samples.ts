@@ -36,6 +36,7 @@ export const SAMPLES: Record<string, Sample> = {
   "GET /v1/runs": { params: { query: { workflow: "ct-sample", status: "pending,failed", concurrency_key: "ct-k", limit: 5 } } },
   "GET /v1/runs/{run_id}": { params: { path: { run_id: "ct-sample-run" } } },
   "GET /v1/runs/{run_id}/steps": { params: { path: { run_id: "ct-sample-run" } } },
+  "GET /v1/runs/{run_id}/children": { params: { path: { run_id: "ct-sample-run" }, query: { limit: 5 } } },
   "POST /v1/runs/{run_id}/cancel": { params: { path: { run_id: "ct-sample-run" } } },
   "POST /v1/runs/{run_id}/rerun": { params: { path: { run_id: "ct-sample-run" } }, body: { from_step: 0 } },
   "POST /v1/runs/{run_id}/steps/{step}/complete": {

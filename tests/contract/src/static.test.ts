@@ -82,7 +82,7 @@ test("every object schema of a response or webhook request is closed (additional
   assert.deepEqual(contract.openObjectSchemas(), []);
 });
 
-test("every response schema, header schema and webhook schema compiles (ajv strict mode)", () => {
+test("every response schema, header schema and webhook schema (requests and answers) compiles (ajv strict mode)", () => {
   let n = 0;
   for (const { method, path, op } of contract.operations())
     for (const [st, r] of Object.entries<any>(op.responses)) {
@@ -94,9 +94,14 @@ test("every response schema, header schema and webhook schema compiles (ajv stri
           n++;
         }
     }
-  for (const name of Object.keys(contract.doc.webhooks ?? {})) {
+  for (const [name, hook] of Object.entries<any>(contract.doc.webhooks ?? {})) {
     contract.checkWebhookBody(name, {});
     n++;
+    // The answers the scenario's webhook checks its own outcomes against.
+    for (const st of Object.keys(hook.post?.responses ?? {}).filter((s) => /^[1-5][0-9][0-9]$/.test(s))) {
+      contract.checkWebhookAnswer(name, Number(st), {});
+      n++;
+    }
   }
   assert.ok(n > 50, `schemas compiled: ${n}`);
 });
