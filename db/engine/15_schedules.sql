@@ -141,10 +141,11 @@ LANGUAGE sql AS $$
 $$;
 
 -- Handles the fire times p_fires of schedule p_id (locked by
--- hf_schedule_due in this transaction): [{"fire_time", "missed", "delay_ms"}]
--- in order, then sets its next fire time to p_next (NULL: none left). A
--- missed one is only counted; the others start a run each under the
--- schedule's overlap policy. Returns {"fired", "skipped", "missed"}.
+-- hf_schedule_due in this transaction): [{"fire_time", "missed", "count",
+-- "delay_ms"}] in order, then sets its next fire time to p_next (NULL: none
+-- left). A missed entry is only counted ("count" fire times from
+-- "fire_time" on); the others start a run each under the schedule's
+-- overlap policy. Returns {"fired", "skipped", "missed"}.
 CREATE FUNCTION hf_schedule_fire(p_id text, p_fires jsonb, p_next timestamptz)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -157,10 +158,10 @@ DECLARE
 	n_missed integer := 0;
 BEGIN
 	FOR f IN SELECT (e->>'fire_time')::timestamptz AS t, coalesce((e->>'missed')::boolean, false) AS missed,
-			(e->>'delay_ms')::bigint AS delay_ms
+			(e->>'delay_ms')::bigint AS delay_ms, coalesce((e->>'count')::integer, 1) AS n
 		 FROM jsonb_array_elements(p_fires) e LOOP
 		IF f.missed THEN
-			n_missed := n_missed + 1;
+			n_missed := n_missed + f.n;
 			CONTINUE;
 		END IF;
 		SELECT * INTO s FROM schedule WHERE id = p_id;
