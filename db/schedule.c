@@ -18,8 +18,9 @@ static const struct db_stmt q_delete = {"schedule_delete",
 static const struct db_stmt q_due = {
 	"schedule_due",
 	"SELECT id, cron, coalesce(every_ms, 0), timezone, hf_ms(next_fire_at),"
-	" catchup_window_ms, jitter_ms, coalesce(hf_ms(start_at), 0), coalesce(hf_ms(end_at), 0)"
-	" FROM hf_schedule_due($1::timestamptz, $2::integer)",
+	" catchup_window_ms, jitter_ms, coalesce(hf_ms(start_at), 0), coalesce(hf_ms(end_at), 0),"
+	" hf_ms(now()) + $1::bigint"
+	" FROM hf_schedule_due(now() + make_interval(secs => $1::bigint / 1000.0), $2::integer)",
 	2};
 static const struct db_stmt q_fire = {"schedule_fire",
 				      "SELECT hf_schedule_fire($1, $2::jsonb, $3::timestamptz)", 3};
@@ -97,13 +98,13 @@ static char *dup_or_null(const PGresult *r, int row, int col)
 	return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
 }
 
-enum err_code db_schedule_due(struct db_conn *c, int64_t now_ms, int limit,
-			      struct due_schedule **out, int *n, struct err *e)
+enum err_code db_schedule_due(struct db_conn *c, int64_t offset_ms, int limit,
+			      struct due_schedule **out, int *n, int64_t *now_ms, struct err *e)
 {
-	char now[TIMEFMT_RFC3339_LEN + 1], lim[16];
-	timefmt_rfc3339(now_ms, now);
+	char off[24], lim[16];
+	snprintf(off, sizeof off, "%lld", (long long)offset_ms);
 	snprintf(lim, sizeof lim, "%d", limit);
-	const char *p[2] = {now, lim};
+	const char *p[2] = {off, lim};
 	*out = NULL;
 	*n = 0;
 	PGresult *r = db_exec(c, &q_due, p, e);
@@ -125,6 +126,7 @@ enum err_code db_schedule_due(struct db_conn *c, int64_t now_ms, int limit,
 		a[i].jitter_ms = db_i64(r, i, 6);
 		a[i].start_ms = db_i64(r, i, 7);
 		a[i].end_ms = db_i64(r, i, 8);
+		*now_ms = db_i64(r, i, 9);
 	}
 	PQclear(r);
 	*out = a;

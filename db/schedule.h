@@ -43,12 +43,13 @@ enum err_code db_schedule_get(struct db_conn *c, const char *id, json_t **out, s
 /* Deletes schedule `id`; ERR_NOT_FOUND when there is none. */
 enum err_code db_schedule_delete(struct db_conn *c, const char *id, struct err *e);
 
-/* Inside a transaction (db_tx_run): the schedules due at `now_ms` on the
- * schedules' clock, at most `limit`, locked until it ends. *out is a
- * malloc'd array of *n (free each with db_due_schedule_cleanup, then the
- * array). */
-enum err_code db_schedule_due(struct db_conn *c, int64_t now_ms, int limit,
-			      struct due_schedule **out, int *n, struct err *e);
+/* Inside a transaction (db_tx_run): the schedules due now on the
+ * schedules' clock (the database's plus `offset_ms`, a test knob), at most
+ * `limit`, locked until it ends. *out is a malloc'd array of *n (free each
+ * with db_due_schedule_cleanup, then the array); *now_ms receives the
+ * schedules' clock they were due by (set when *n > 0). */
+enum err_code db_schedule_due(struct db_conn *c, int64_t offset_ms, int limit,
+			      struct due_schedule **out, int *n, int64_t *now_ms, struct err *e);
 
 /* In the same transaction: handles the fire times `fires_json` (borrowed:
  * [{"fire_time", "missed", "delay_ms"}]) of schedule `id` and sets its next

@@ -103,6 +103,7 @@ static enum err_code fires_of(const struct due_schedule *s, int64_t now_ms, stru
 }
 
 struct pass {
+	int64_t offset_ms;
 	int64_t now_ms;
 	int fired, skipped, missed;
 	bool more;
@@ -114,7 +115,7 @@ static enum err_code pass_tx(struct db_conn *c, void *arg, struct err *e)
 	struct due_schedule *due = NULL;
 	int n = 0;
 	p->fired = p->skipped = p->missed = 0;
-	if (db_schedule_due(c, p->now_ms, SCHEDULER_BATCH, &due, &n, e))
+	if (db_schedule_due(c, p->offset_ms, SCHEDULER_BATCH, &due, &n, &p->now_ms, e))
 		return e->code;
 	p->more = n == SCHEDULER_BATCH;
 	for (int i = 0; i < n && e->code == ERR_OK; i++) {
@@ -143,18 +144,15 @@ static enum err_code pass_tx(struct db_conn *c, void *arg, struct err *e)
 	return e->code;
 }
 
-enum err_code scheduler_pass(struct db_conn *c, int64_t now_ms, int *fired, int *skipped,
+enum err_code scheduler_pass(struct db_conn *c, int64_t offset_ms, int *fired, int *skipped,
 			     int *missed, bool *more, struct err *e)
 {
-	struct pass p = {.now_ms = now_ms};
+	struct pass p = {.offset_ms = offset_ms};
 	if (db_tx_run(c, pass_tx, &p, e))
 		return e->code;
-	if (fired)
-		*fired = p.fired;
-	if (skipped)
-		*skipped = p.skipped;
-	if (missed)
-		*missed = p.missed;
+	*fired = p.fired;
+	*skipped = p.skipped;
+	*missed = p.missed;
 	*more = p.more;
 	return ERR_OK;
 }

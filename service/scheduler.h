@@ -39,11 +39,11 @@ bool scheduler_next_fire(const struct fire_rule *r, int64_t after_ms, int64_t *n
  * starts after: the same on every instance and every pass. Pure. */
 int64_t scheduler_jitter_ms(const char *id, int64_t fire_ms, int64_t jitter_ms);
 
-/* One pass at `now_ms` on the schedules' clock (the real clock plus the
- * test offset): fires every due schedule, at most SCHEDULER_BATCH of them.
- * *fired, *skipped, *missed (may be NULL) receive the counts; *more is true
- * when the batch was full (call again). */
-enum err_code scheduler_pass(struct db_conn *c, int64_t now_ms, int *fired, int *skipped,
+/* One pass on the schedules' clock (the database's plus `offset_ms`,
+ * HOOKFLOW_CLOCK_OFFSET_MS): fires every due schedule, at most
+ * SCHEDULER_BATCH of them. *fired, *skipped, *missed receive the counts;
+ * *more is true when the batch was full (call again). */
+enum err_code scheduler_pass(struct db_conn *c, int64_t offset_ms, int *fired, int *skipped,
 			     int *missed, bool *more, struct err *e);
 
 #endif
