@@ -22,6 +22,18 @@ static const struct db_stmt q_due = {
 	" hf_ms(now()) + $1::bigint"
 	" FROM hf_schedule_due(now() + make_interval(secs => $1::bigint / 1000.0), $2::integer)",
 	2};
+static const struct db_stmt q_list = {
+	"schedule_list",
+	DB_PAGE_SQL("SELECT hf_schedule_json(s)::text AS item, 0::bigint AS ms, s.id AS id"
+		    " FROM schedule s WHERE $1::text IS NULL OR s.id > $1 ORDER BY s.id",
+		    "id", "$2", "$3"),
+	3};
+static const struct db_stmt q_pause = {
+	"schedule_pause", "SELECT hf_schedule_pause($1, $2::boolean, $3, $4::timestamptz)", 4};
+static const struct db_stmt q_trigger = {"schedule_trigger", "SELECT hf_schedule_trigger($1, $2)",
+					 2};
+static const struct db_stmt q_backfill = {"schedule_backfill",
+					  "SELECT hf_schedule_backfill($1, $2::jsonb, $3)", 3};
 static const struct db_stmt q_fire = {"schedule_fire",
 				      "SELECT hf_schedule_fire($1, $2::jsonb, $3::timestamptz)", 3};
 
@@ -62,7 +74,7 @@ enum err_code db_schedule_put(struct db_conn *c, const char *id, const char *def
 	const char *o = PQgetvalue(r, 0, 0);
 	if (strcmp(o, "workflow_not_found") == 0) {
 		PQclear(r);
-		return err_set(e, ERR_NOT_FOUND, "workflow: not found");
+		return err_set(e, ERR_INVALID, "workflow: no workflow is named so");
 	}
 	*created = strcmp(o, "created") == 0;
 	return one_json(r, 1, out, e);
@@ -152,4 +164,67 @@ enum err_code db_schedule_fire(struct db_conn *c, const char *id, const char *fi
 	*missed = (int)json_integer_value(json_object_get(counts, "missed"));
 	json_decref(counts);
 	return ERR_OK;
+}
+
+enum err_code db_schedule_list(struct db_conn *c, const struct db_page_req *pg, struct db_page *out,
+			       struct err *e)
+{
+	struct db_page_params pp;
+	db_page_params(pg, &pp);
+	char *after = NULL;
+	int64_t ms = 0;
+	memset(out, 0, sizeof *out);
+	if (pg->cursor != NULL && db_cursor_decode(pg->cursor, &ms, &after, e))
+		return e->code;
+	const char *p[3] = {after, pp.limit, pp.max_bytes};
+	PGresult *r = db_exec(c, &q_list, p, e);
+	free(after);
+	if (r == NULL)
+		return e->code;
+	return db_page_read(r, out, e);
+}
+
+/* A statement whose one value is a schedule's JSON, or NULL when there is
+ * none (ERR_NOT_FOUND). */
+static enum err_code schedule_of(struct db_conn *c, const struct db_stmt *q, const char *const *p,
+				 const char *id, json_t **out, struct err *e)
+{
+	*out = NULL;
+	PGresult *r = db_exec(c, q, p, e);
+	if (r == NULL)
+		return e->code;
+	if (PQgetisnull(r, 0, 0)) {
+		PQclear(r);
+		return err_set(e, ERR_NOT_FOUND, "schedule %s not found", id);
+	}
+	return one_json(r, 0, out, e);
+}
+
+enum err_code db_schedule_pause(struct db_conn *c, const char *id, bool paused, const char *note,
+				int64_t next_ms, json_t **out, struct err *e)
+{
+	char next[TIMEFMT_RFC3339_LEN + 1];
+	const char *p[4] = {id, paused ? "true" : "false", note, time_param(next_ms, next)};
+	return schedule_of(c, &q_pause, p, id, out, e);
+}
+
+enum err_code db_schedule_trigger(struct db_conn *c, const char *id, const char *run_id,
+				  char outcome[16], struct err *e)
+{
+	const char *p[2] = {id, run_id};
+	PGresult *r = db_exec(c, &q_trigger, p, e);
+	if (r == NULL)
+		return e->code;
+	snprintf(outcome, 16, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (strcmp(outcome, "not_found") == 0)
+		return err_set(e, ERR_NOT_FOUND, "schedule %s not found", id);
+	return ERR_OK;
+}
+
+enum err_code db_schedule_backfill(struct db_conn *c, const char *id, const char *fires_json,
+				   const char *overlap, json_t **out, struct err *e)
+{
+	const char *p[3] = {id, fires_json, overlap};
+	return schedule_of(c, &q_backfill, p, id, out, e);
 }

@@ -31,8 +31,8 @@ void db_due_schedule_cleanup(struct due_schedule *s);
 /* Creates or replaces schedule `id` from `def_json` (borrowed: the
  * validated body as hf_schedule_put reads it) with first fire time
  * `next_ms` (0: none). *created tells which; *out the schedule's JSON
- * without next_fire_times (new reference). ERR_NOT_FOUND when its workflow
- * does not exist. */
+ * without next_fire_times (new reference). ERR_INVALID ("workflow: ...") when its
+ * workflow does not exist. */
 enum err_code db_schedule_put(struct db_conn *c, const char *id, const char *def_json,
 			      int64_t next_ms, bool *created, json_t **out, struct err *e);
 
@@ -42,6 +42,28 @@ enum err_code db_schedule_get(struct db_conn *c, const char *id, json_t **out, s
 
 /* Deletes schedule `id`; ERR_NOT_FOUND when there is none. */
 enum err_code db_schedule_delete(struct db_conn *c, const char *id, struct err *e);
+
+/* A page (`pg`, borrowed) of the schedules by id, each as db_schedule_get
+ * gives it, into *out (the caller owns it: db_page_cleanup). */
+enum err_code db_schedule_list(struct db_conn *c, const struct db_page_req *pg, struct db_page *out,
+			       struct err *e);
+
+/* Pauses (`paused`) or resumes schedule `id`, setting its note when `note`
+ * (borrowed) is not NULL; resuming sets its next fire time to `next_ms`
+ * (0: none). *out: the schedule (new reference). ERR_NOT_FOUND. */
+enum err_code db_schedule_pause(struct db_conn *c, const char *id, bool paused, const char *note,
+				int64_t next_ms, json_t **out, struct err *e);
+
+/* Starts run `run_id` of schedule `id` now under its overlap policy, paused
+ * or not: `outcome` receives started, skipped or buffered. ERR_NOT_FOUND. */
+enum err_code db_schedule_trigger(struct db_conn *c, const char *id, const char *run_id,
+				  char outcome[16], struct err *e);
+
+/* A run per fire time of `fires_json` (borrowed: a JSON array of RFC 3339
+ * times) of schedule `id` under policy `overlap`; *out: {"fire_times",
+ * "started", "skipped", "buffered"} (new reference). ERR_NOT_FOUND. */
+enum err_code db_schedule_backfill(struct db_conn *c, const char *id, const char *fires_json,
+				   const char *overlap, json_t **out, struct err *e);
 
 /* Inside a transaction (db_tx_run): the schedules due now on the
  * schedules' clock (the database's plus `offset_ms`, a test knob), at most

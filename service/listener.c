@@ -200,8 +200,8 @@ static void tick(struct listener *l)
 	bool more;
 	do {
 		int fired, skipped, missed;
-		if (scheduler_pass(l->db, l->cfg->clock_offset_ms, &fired, &skipped, &missed,
-				   &more, &e))
+		if (scheduler_pass(l->db, l->cfg->clock_offset_ms, &fired, &skipped, &missed, &more,
+				   &e))
 			goto fail;
 		metrics_schedules(fired, skipped, missed);
 		if (fired + skipped + missed > 0)

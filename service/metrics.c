@@ -144,7 +144,8 @@ void metrics_render(struct strbuf *b)
 	static const char *const sched[3][2] = {
 		{"fires", "Schedule fire times that started a run, fired by this instance."},
 		{"skips", "Schedule fire times skipped by the overlap policy, by this instance."},
-		{"misses", "Schedule fire times older than the catch-up window, by this instance."}};
+		{"misses",
+		 "Schedule fire times older than the catch-up window, by this instance."}};
 	for (int i = 0; i < 3; i++)
 		strbuf_printf(b,
 			      "# HELP hookflow_schedule_%s_total %s\n"

@@ -21,6 +21,7 @@ LANGUAGE sql STABLE AS $$
 		'catchup_window_ms', s.catchup_window_ms, 'jitter_ms', s.jitter_ms,
 		'start_at', hf_ts(s.start_at), 'end_at', hf_ts(s.end_at), 'paused', s.paused,
 		'note', s.note, 'fired', s.fired, 'skipped', s.skipped, 'missed', s.missed,
+		'next_fire_time', hf_ts(s.next_fire_at),
 		'buffered', jsonb_array_length(s.buffered),
 		'recent_runs', (SELECT coalesce(jsonb_agg(jsonb_build_object(
 				'run_id', r.run_id, 'fire_time', hf_ts(r.fire_time),
@@ -252,5 +253,29 @@ BEGIN
 	WHERE id = p_id;
 	RETURN jsonb_build_object('fire_times', jsonb_array_length(p_fires), 'started', n_started,
 				  'skipped', n_skipped, 'buffered', n_buffered);
+END
+$$;
+
+-- POST /v1/schedules/{id}/pause and /resume: sets paused (and the note when
+-- p_note is not NULL); resuming also sets the next fire time p_next
+-- (computed in C from now: fire times passed while paused are not run).
+-- Returns the schedule, or NULL when there is none.
+CREATE FUNCTION hf_schedule_pause(p_id text, p_paused boolean, p_note text, p_next timestamptz)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+	s schedule;
+BEGIN
+	UPDATE schedule SET paused = p_paused, note = coalesce(p_note, note),
+		next_fire_at = CASE WHEN p_paused THEN next_fire_at ELSE p_next END,
+		updated_at = now()
+	WHERE id = p_id RETURNING * INTO s;
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	IF NOT p_paused AND p_next IS NOT NULL THEN
+		PERFORM pg_notify('hookflow_sched', hf_ms(p_next)::text);
+	END IF;
+	RETURN hf_schedule_json(s);
 END
 $$;
