@@ -70,9 +70,10 @@ static enum err_code path_id(struct http_req *r, const char **id, struct err *e)
 	bool ok = n >= 1 && n <= SCHEDULE_ID_MAX;
 	for (size_t i = 0; ok && i < n; i++)
 		ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		     (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-';
+		     (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-';
+	/* its runs' ids start with it: the run-id alphabet */
 	if (!ok)
-		return err_set(e, ERR_INVALID, "id: must be 1 to %d characters of [A-Za-z0-9_.-]",
+		return err_set(e, ERR_INVALID, "id: must be 1 to %d characters of [A-Za-z0-9_-]",
 			       SCHEDULE_ID_MAX);
 	*id = s;
 	return ERR_OK;
