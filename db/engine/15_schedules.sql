@@ -25,9 +25,11 @@ LANGUAGE sql STABLE AS $$
 		'buffered', jsonb_array_length(s.buffered),
 		'recent_runs', (SELECT coalesce(jsonb_agg(jsonb_build_object(
 				'run_id', r.run_id, 'fire_time', hf_ts(r.fire_time),
-				'status', r.status) ORDER BY r.created_at DESC), '[]')
+				'status', r.status) ORDER BY r.created_at DESC, r.fire_time DESC,
+				r.run_id DESC), '[]')
 			FROM (SELECT x.run_id, x.fire_time, x.status, x.created_at FROM run x
-			      WHERE x.schedule_id = s.id ORDER BY x.created_at DESC LIMIT 10) r),
+			      WHERE x.schedule_id = s.id
+			      ORDER BY x.created_at DESC, x.fire_time DESC, x.run_id DESC LIMIT 10) r),
 		'created_at', hf_ts(s.created_at), 'updated_at', hf_ts(s.updated_at))
 $$;
 

@@ -339,9 +339,9 @@ def test_put_creates_then_replaces_and_get_shows_every_field_with_its_defaults(a
 
 def test_the_list_pages_by_id_and_delete_is_204_then_404(api, webhook):
     api.put_workflow(WF, webhook.url())
-    ids = ["b-2", "a-1", "c.3", "A_0", "d-4"]
+    ids = ["b-2", "a-1", "c_3", "A_0", "d-4"]
     for sid in ids:
-        put_schedule(api, sid, cron="0 0 * * *", paused=sid == "c.3")
+        put_schedule(api, sid, cron="0 0 * * *", paused=sid == "c_3")
 
     seen, params, pages = [], {"limit": 2}, 0
     while True:
@@ -360,12 +360,12 @@ def test_the_list_pages_by_id_and_delete_is_204_then_404(api, webhook):
     assert seen == sorted(ids), "ordered by id, each once, the paused one too: %r" % seen
     assert pages >= 3, pages
 
-    r = api.delete("/v1/schedules/" + q("c.3"))
+    r = api.delete("/v1/schedules/" + q("c_3"))
     assert r.status == 204 and r.raw == b"", r
-    assert_error(api.get("/v1/schedules/" + q("c.3")), 404, "not_found")
-    assert_error(api.delete("/v1/schedules/" + q("c.3")), 404, "not_found")
+    assert_error(api.get("/v1/schedules/" + q("c_3")), 404, "not_found")
+    assert_error(api.delete("/v1/schedules/" + q("c_3")), 404, "not_found")
     r = api.get("/v1/schedules", params={"limit": 100})
-    assert r.status == 200 and [s["id"] for s in r.body["schedules"]] == sorted(set(ids) - {"c.3"}), r
+    assert r.status == 200 and [s["id"] for s in r.body["schedules"]] == sorted(set(ids) - {"c_3"}), r
     assert r.body["next_cursor"] is None, r
 
 
@@ -943,7 +943,7 @@ def test_a_bad_schedule_is_400_naming_the_field_and_creates_or_changes_nothing(a
     assert r.status == 200 and [s["id"] for s in r.body["schedules"]] == ["keep"], r
 
 
-@pytest.mark.parametrize("sid", [">", "a" * 65, "a b"], ids=["gt", "65-chars", "space"])
+@pytest.mark.parametrize("sid", [">", "a" * 65, "a b", "a.b"], ids=["gt", "65-chars", "space", "dot-not-in-run-ids"])
 def test_a_bad_schedule_id_is_400_naming_it(api, webhook, sid):
     api.put_workflow(WF, webhook.url())
     assert_error(api.put("/v1/schedules/" + q(sid), {"workflow": WF, "cron": "0 * * * *"}),
@@ -951,7 +951,7 @@ def test_a_bad_schedule_id_is_400_naming_it(api, webhook, sid):
     r = api.get("/v1/schedules")
     assert r.status == 200 and r.body["schedules"] == [], r
     # 64 characters of the allowed set is fine.
-    put_schedule(api, "aZ09_.-" * 9 + "x", cron="0 * * * *")
+    put_schedule(api, "aZ09_-" * 10 + "xyzw", cron="0 * * * *")
 
 
 def test_pause_and_backfill_with_bad_input_are_400_and_change_nothing(api, webhook):
