@@ -346,7 +346,12 @@ void handle_schedule_trigger(struct http_req *r)
 	snprintf(run_id, sizeof run_id, "%s-trigger-%s", id, ulid);
 	if (hc_db(r, &c, &e) || db_schedule_trigger(c, id, run_id, outcome, &e))
 		goto out;
-	http_reply_json(r, 200, json_pack("{s:s, s:s}", "run_id", run_id, "outcome", outcome));
+	/* a skipped trigger started no run: it has no run id */
+	http_reply_json(
+		r, 200,
+		json_pack("{s:o, s:s}", "run_id",
+			  strcmp(outcome, "skipped") == 0 ? json_null() : json_string(run_id),
+			  "outcome", outcome));
 out:
 	hc_db_release(r, c);
 	if (e.code)
