@@ -78,7 +78,7 @@ static enum err_code fires_of(const struct due_schedule *s, int64_t now_ms, stru
 	int ran = 0;
 	bool has = true;
 	while (has && t <= now_ms && ran < SCHEDULER_MAX_FIRES) {
-		if (now_ms - t > s->catchup_window_ms) {
+		if (now_ms - t > s->catchup_window_ms + SCHEDULER_ON_TIME_MS) {
 			if (missed++ == 0)
 				first_missed = t;
 		} else {

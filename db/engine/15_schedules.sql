@@ -106,7 +106,8 @@ $$;
 -- One fire of schedule s (locked by the caller): run p_run_id for fire
 -- time p_fire (NULL for a trigger), under overlap policy p_overlap when
 -- the schedule's previous run is still active. Returns 'started',
--- 'skipped' or 'buffered'; the schedule's counts are the caller's.
+-- 'existed' (its run exists already, or was refused), 'skipped' or
+-- 'buffered'; the schedule's counts are the caller's.
 CREATE FUNCTION hf_schedule_fire_one(s schedule, p_run_id text, p_fire timestamptz,
 				     p_delay_ms bigint, p_overlap text)
 RETURNS text
@@ -119,8 +120,10 @@ BEGIN
 		active := hf_schedule_active(s.id);
 	END IF;
 	IF active IS NULL OR p_overlap = 'allow_all' THEN
-		PERFORM hf_schedule_start(s, p_run_id, p_fire, p_delay_ms);
-		RETURN 'started';
+		-- a fire time that ran already (a repeated backfill), or a run
+		-- its workflow's key_mode refused, starts nothing
+		RETURN CASE WHEN hf_schedule_start(s, p_run_id, p_fire, p_delay_ms) THEN 'started'
+			    ELSE 'existed' END;
 	END IF;
 	IF p_overlap = 'skip' OR (p_overlap = 'buffer_one'
 				  AND jsonb_array_length(s.buffered) > 0) THEN
@@ -218,6 +221,9 @@ BEGIN
 		RETURN 'not_found';
 	END IF;
 	res := hf_schedule_fire_one(s, p_run_id, NULL, 0, s.overlap);
+	IF res = 'existed' THEN  -- refused by its workflow's key_mode
+		res := 'skipped';
+	END IF;
 	UPDATE schedule SET fired = fired + (res = 'started')::integer,
 		skipped = skipped + (res = 'skipped')::integer, updated_at = now()
 	WHERE id = p_id;
