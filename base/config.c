@@ -341,6 +341,10 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	 * point ("exit_before_settle": after a webhook answered and its replay
 	 * record, if any, was stored, before the step's settlement commits).
 	 * Never set it in production. */
+	/* Test-only: moves the schedules' clock (README "Schedules"). */
+	if (int_var("HOOKFLOW_CLOCK_OFFSET_MS", 0, -3153600000000LL, 3153600000000LL,
+		    &c->clock_offset_ms, e))
+		return e->code;
 	v = getenv("HOOKFLOW_TEST_FAULT");
 	if (v != NULL && *v != '\0') {
 		if (strcmp(v, "exit_before_settle") != 0)

@@ -44,6 +44,8 @@ struct config {
 	int request_timeout_ms;     /* HOOKFLOW_REQUEST_TIMEOUT_MS, default 60000 */
 	int db_pool;                /* HOOKFLOW_DB_POOL, default 8 */
 	int poll_ms;                /* HOOKFLOW_POLL_MS: safety re-check interval, default 5000 */
+	int64_t clock_offset_ms;    /* HOOKFLOW_CLOCK_OFFSET_MS: test-only, shifts the clock
+				     * schedules are evaluated against; default 0 */
 	/* Endpoints that push back (README "Flow control"): */
 	bool endpoint_control;           /* HOOKFLOW_ENDPOINT_CONTROL on|off, default on */
 	int endpoint_max_inflight;       /* HOOKFLOW_ENDPOINT_MAX_INFLIGHT: the allowance's

@@ -36,7 +36,8 @@ static const struct db_stmt q_sweep = {"jobs_sweep", "SELECT hf_sweep($1, $2, $3
 static const struct db_stmt q_renew = {
 	"jobs_renew", "SELECT kind, id, cancel_requested FROM hf_renew($1, $2)", 2};
 static const struct db_stmt q_promote = {"jobs_promote", "SELECT hf_promote($1)", 1};
-static const struct db_stmt q_next_due = {"jobs_next_due", "SELECT hf_next_due(), hf_ms(now())", 0};
+static const struct db_stmt q_next_due = {"jobs_next_due",
+					  "SELECT hf_next_due($1::bigint), hf_ms(now())", 1};
 static const struct db_stmt q_reap = {"jobs_reap", "SELECT hf_reap($1, $2)", 2};
 
 /* ---- claimed jobs: JOB_COLUMNS' types read from a result --------------- */
@@ -470,10 +471,13 @@ enum err_code db_jobs_promote(struct db_conn *c, int limit, int *n, struct err *
 	return one_int(c, &q_promote, p, n, e);
 }
 
-enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, int64_t *db_now_ms,
-			       struct err *e)
+enum err_code db_jobs_next_due(struct db_conn *c, int64_t clock_offset_ms, int64_t *due_ms,
+			       bool *has, int64_t *db_now_ms, struct err *e)
 {
-	PGresult *r = db_exec(c, &q_next_due, NULL, e);
+	char off[24];
+	snprintf(off, sizeof off, "%lld", (long long)clock_offset_ms);
+	const char *p[1] = {off};
+	PGresult *r = db_exec(c, &q_next_due, p, e);
 	if (r == NULL)
 		return e->code;
 	*has = !PQgetisnull(r, 0, 0);

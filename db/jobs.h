@@ -225,10 +225,12 @@ enum err_code db_jobs_renew(struct db_conn *c, const char *owner, int lease_ms,
 /* Moves up to `limit` due scheduled jobs to pending; *n receives how many. */
 enum err_code db_jobs_promote(struct db_conn *c, int limit, int *n, struct err *e);
 
-/* The earliest due time of a scheduled job or a lease (epoch ms); *has is
- * false when nothing is timed. *db_now_ms is the database's clock. */
-enum err_code db_jobs_next_due(struct db_conn *c, int64_t *due_ms, bool *has, int64_t *db_now_ms,
-			       struct err *e);
+/* The earliest due time of a scheduled job, a lease or a schedule's fire
+ * time (epoch ms, on the database's clock; the schedules' clock runs
+ * `clock_offset_ms` ahead of it, HOOKFLOW_CLOCK_OFFSET_MS); *has is false
+ * when nothing is timed. *db_now_ms is the database's clock. */
+enum err_code db_jobs_next_due(struct db_conn *c, int64_t clock_offset_ms, int64_t *due_ms,
+			       bool *has, int64_t *db_now_ms, struct err *e);
 
 /* Reaps up to `limit` expired claims (owner NULL) or every claim of `owner`;
  * *n receives how many. */

@@ -247,7 +247,8 @@ enum err_code db_workflow_delete(struct db_conn *c, const char *name, struct err
 	if (strcmp(res, "not_found") == 0)
 		rc = err_set(e, ERR_NOT_FOUND, "workflow %s not found", name);
 	else if (strcmp(res, "in_use") == 0)
-		rc = err_set(e, ERR_WORKFLOW_IN_USE, "workflow %s has active runs", name);
+		rc = err_set(e, ERR_WORKFLOW_IN_USE,
+			     "workflow %s has active runs or a schedule names it", name);
 	PQclear(r);
 	return rc;
 }

@@ -38,6 +38,16 @@ void handle_run_cancel(struct http_req *r);
 void handle_run_rerun(struct http_req *r);
 void handle_run_cancel_many(struct http_req *r);
 
+/* handlers/schedules.c */
+void handle_schedule_put(struct http_req *r);
+void handle_schedule_get(struct http_req *r);
+void handle_schedule_list(struct http_req *r);
+void handle_schedule_delete(struct http_req *r);
+void handle_schedule_pause(struct http_req *r);
+void handle_schedule_resume(struct http_req *r);
+void handle_schedule_trigger(struct http_req *r);
+void handle_schedule_backfill(struct http_req *r);
+
 /* handlers/attempts.c */
 void handle_step_complete(struct http_req *r);
 void handle_step_heartbeat(struct http_req *r);

@@ -23,6 +23,7 @@
 #include "db/listen.h"
 #include "db/migrate.h"
 #include "service/metrics.h"
+#include "service/scheduler.h"
 
 #define BATCH 1000
 #define RECONNECT_MS 1000
@@ -178,8 +179,8 @@ static void check_engine(struct listener *l)
 	}
 }
 
-/* Promotes due jobs and reaps expired leases, then finds the next due time
- * and wakes the claimers. */
+/* Promotes due jobs, reaps expired leases and fires due schedules, then
+ * finds the next due time and wakes the claimers. */
 static void tick(struct listener *l)
 {
 	struct err e = {0};
@@ -196,9 +197,20 @@ static void tick(struct listener *l)
 			log_info("listener", "reaped expired leases", "count=%d", n);
 		}
 	} while (n == BATCH);
+	bool more;
+	do {
+		int fired, skipped, missed;
+		if (scheduler_pass(l->db, l->cfg->clock_offset_ms, &fired, &skipped, &missed, &more,
+				   &e))
+			goto fail;
+		metrics_schedules(fired, skipped, missed);
+		if (fired + skipped + missed > 0)
+			log_info("listener", "schedules fired", "fired=%d skipped=%d missed=%d",
+				 fired, skipped, missed);
+	} while (more);
 	int64_t due, db_now;
 	bool has;
-	if (db_jobs_next_due(l->db, &due, &has, &db_now, &e))
+	if (db_jobs_next_due(l->db, l->cfg->clock_offset_ms, &due, &has, &db_now, &e))
 		goto fail;
 	/* Lease expiry is compared with "<" in the reaper: come back just after. */
 	l->due_at = has ? timefmt_mono_ms() + (due - db_now) + 1 : -1;

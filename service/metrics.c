@@ -12,6 +12,7 @@ static atomic_llong step_results[MR__COUNT];
 static atomic_llong callback_results[MR__COUNT];
 static atomic_llong inflight;
 static atomic_llong leases_expired;
+static atomic_llong schedule_counts[3]; /* fires, skips, misses */
 static atomic_llong claims_lost;
 
 static const int64_t buckets_ms[] = {5,    10,   25,   50,    100,   250,  500,
@@ -67,6 +68,13 @@ void metrics_inflight_add(int delta)
 {
 	atomic_fetch_add(&inflight, delta);
 }
+void metrics_schedules(int fired, int skipped, int missed)
+{
+	atomic_fetch_add(&schedule_counts[0], fired);
+	atomic_fetch_add(&schedule_counts[1], skipped);
+	atomic_fetch_add(&schedule_counts[2], missed);
+}
+
 void metrics_leases_expired(int n)
 {
 	atomic_fetch_add(&leases_expired, n);
@@ -133,6 +141,18 @@ void metrics_render(struct strbuf *b)
 		       "was lost.\n"
 		       "# TYPE hookflow_claims_lost_total counter\n");
 	strbuf_printf(b, "hookflow_claims_lost_total %lld\n", atomic_load(&claims_lost));
+	static const char *const sched[3][2] = {
+		{"fires", "Schedule fire times that started a run, fired by this instance."},
+		{"skips", "Schedule fire times skipped by the overlap policy, by this instance."},
+		{"misses",
+		 "Schedule fire times older than the catch-up window, by this instance."}};
+	for (int i = 0; i < 3; i++)
+		strbuf_printf(b,
+			      "# HELP hookflow_schedule_%s_total %s\n"
+			      "# TYPE hookflow_schedule_%s_total counter\n"
+			      "hookflow_schedule_%s_total %lld\n",
+			      sched[i][0], sched[i][1], sched[i][0], sched[i][0],
+			      atomic_load(&schedule_counts[i]));
 }
 
 void metrics_render_endpoints(struct strbuf *b, struct endpoints *eps)

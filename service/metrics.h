@@ -30,6 +30,8 @@ void metrics_callback_result(enum metrics_result r);
 void metrics_webhook_latency(int64_t ms);
 void metrics_inflight_add(int delta);
 void metrics_leases_expired(int n);
+/* Counts a scheduler pass's fire times: started, skipped, missed. */
+void metrics_schedules(int fired, int skipped, int missed);
 void metrics_claims_lost(int n);
 
 /* Appends the process metrics to `b` in Prometheus text format. */

@@ -47,6 +47,11 @@ BEGIN
 				|| '}'
 			ELSE 'null' END
 		|| ', "priority": ' || r.priority::text
+		|| ', "schedule": ' || CASE WHEN r.schedule_id IS NOT NULL
+			THEN '{"id": ' || to_json(r.schedule_id)::text
+				|| ', "fire_time": ' || coalesce('"' || hf_ts(r.fire_time) || '"', 'null')
+				|| '}'
+			ELSE 'null' END
 		|| ', "workflow": ' || to_json(r.workflow)::text
 		|| ', "created_at": "' || hf_ts(r.created_at) || '"'
 		|| ', "error_kind": ' || coalesce(to_json(r.error_kind)::text, 'null')
@@ -90,6 +95,8 @@ LANGUAGE sql STABLE AS $$
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 				'id', r.group_id, 'key', r.group_key) END,
 		'concurrency_key', r.concurrency_key,
+		'schedule', CASE WHEN r.schedule_id IS NOT NULL THEN jsonb_build_object(
+				'id', r.schedule_id, 'fire_time', hf_ts(r.fire_time)) END,
 		'parent', CASE WHEN r.parent_run_id IS NOT NULL THEN jsonb_build_object(
 				'run_id', r.parent_run_id, 'generation', r.parent_generation,
 				'step', r.parent_step, 'key', r.child_key) END,

@@ -27,12 +27,13 @@
 -- duplicate with other settings (headers, priority, concurrency_key, ...)
 -- answers the run as it was first submitted (README, "Flow control").
 -- p_parent makes the run a child run: {"run_id", "generation", "step",
--- "key", "depth"} (hf_start_children).
+-- "key", "depth"} (hf_start_children); p_schedule a scheduled one: {"id",
+-- "fire_time"} (hf_schedule_start).
 CREATE FUNCTION hf_submit(p_run_id text, p_workflow text, p_input jsonb, p_input_hash bytea,
 			  p_headers jsonb, p_priority integer, p_max_attempts integer,
 			  p_due timestamptz, p_callback_url text, p_kv jsonb,
 			  p_group_id text, p_group_key text, p_concurrency_key text,
-			  p_parent jsonb DEFAULT NULL)
+			  p_parent jsonb DEFAULT NULL, p_schedule jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -84,14 +85,15 @@ BEGIN
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key,
 			 concurrency_key, debounce_first_at, parent_run_id, parent_generation,
-			 parent_step, child_key, depth)
+			 parent_step, child_key, depth, schedule_id, fire_time)
 	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
 		CASE WHEN st = 'pending' THEN nextval('hf_seq') END, due, p_group_id, p_group_key,
 		p_concurrency_key, first_at, p_parent->>'run_id',
 		(p_parent->>'generation')::integer, (p_parent->>'step')::integer, p_parent->>'key',
-		coalesce((p_parent->>'depth')::integer, 0))
+		coalesce((p_parent->>'depth')::integer, 0), p_schedule->>'id',
+		(p_schedule->>'fire_time')::timestamptz)
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id INTO inserted;
 	IF inserted IS NULL THEN

@@ -539,11 +539,15 @@ BEGIN
 END
 $$;
 
--- The earliest time something becomes due (a scheduled job or an expiring
--- lease), as epoch ms, or NULL when nothing is timed.
-CREATE FUNCTION hf_next_due() RETURNS bigint
+-- The earliest time something becomes due (a scheduled job, an expiring
+-- lease, a schedule's fire time: on the schedules' clock, p_offset_ms ahead
+-- of the database's), as epoch ms, or NULL when nothing is timed.
+CREATE FUNCTION hf_next_due(p_offset_ms bigint DEFAULT 0) RETURNS bigint
 LANGUAGE sql STABLE AS $$
 	SELECT hf_ms(min(t)) FROM (
+		(SELECT next_fire_at - make_interval(secs => p_offset_ms / 1000.0) AS t FROM schedule
+		 WHERE NOT paused ORDER BY next_fire_at LIMIT 1)
+		UNION ALL
 		(SELECT next_at AS t FROM run WHERE status IN ('scheduled', 'waiting')
 		 ORDER BY next_at LIMIT 1)
 		UNION ALL

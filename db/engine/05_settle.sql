@@ -67,6 +67,7 @@ DECLARE
 	waiting text[];
 	unwaited text[];
 	parents text[];
+	schedules text[];
 	cancelled text[];
 	spawn jsonb;
 BEGIN
@@ -283,7 +284,8 @@ BEGIN
 		  AND CASE WHEN d.res = 'cancel_queued'
 			   THEN rr.status IN ('pending', 'scheduled', 'waiting')
 			   ELSE rr.claim_token = d.token AND rr.status IN ('running', 'cancelling') END
-		RETURNING d.ord, d.rid, d.res, rr.parent_run_id, rr.depth, d.children, d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
+		RETURNING d.ord, d.rid, d.res, rr.parent_run_id, rr.depth, d.children, rr.schedule_id,
+			  d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
 			  rr.status AS st, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
@@ -313,12 +315,13 @@ BEGIN
 	       array_agg(u.rid) FILTER (WHERE u.st = 'waiting'),
 	       array_agg(u.rid) FILTER (WHERE u.res = 'cancel_queued'),
 	       array_agg(DISTINCT u.parent_run_id) FILTER (WHERE u.term AND u.parent_run_id IS NOT NULL),
+	       array_agg(DISTINCT u.schedule_id) FILTER (WHERE u.term AND u.schedule_id IS NOT NULL),
 	       array_agg(u.rid) FILTER (WHERE u.st = 'cancelled'),
 	       jsonb_agg(jsonb_build_object('run_id', u.rid, 'generation', u.o_generation,
 					    'step', u.o_step, 'depth', u.depth, 'children', u.children))
 		   FILTER (WHERE u.st = 'waiting' AND u.children IS NOT NULL)
 	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
-	     parents, cancelled, spawn
+	     parents, schedules, cancelled, spawn
 	FROM u;
 
 	-- Children: those the outcomes start, and the waits of the parents of
@@ -330,6 +333,10 @@ BEGIN
 	END IF;
 	IF parents IS NOT NULL THEN
 		PERFORM hf_children_wake(parents);
+	END IF;
+	-- A schedule whose run ended may start a buffered fire.
+	IF schedules IS NOT NULL THEN
+		PERFORM hf_schedule_runs_ended(schedules);
 	END IF;
 	-- A run that ended cancelled (a cancel, or its own cancel outcome)
 	-- takes its active children with it, unless its workflow abandons them.

@@ -13,7 +13,8 @@ BEGIN
 		RETURN 'not_found';
 	END IF;
 	IF EXISTS (SELECT 1 FROM run WHERE workflow = p_name
-		   AND status NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+		   AND status NOT IN ('succeeded', 'failed', 'cancelled'))
+	   OR EXISTS (SELECT 1 FROM schedule WHERE workflow = p_name) THEN
 		RETURN 'in_use';
 	END IF;
 	DELETE FROM workflow WHERE name = p_name;

@@ -164,6 +164,14 @@ const childRunId = (parent, generation, step, key) =>
 	createHash('sha256').update(`${parent}/${generation}/${step}/${key}`).digest('hex');
 const PARENT_CHILDREN = ['a', 'b'].map((k) => childRunId(PARENT_RUN, 1, 0, k));
 const FANOUT_KEYS = Array.from({ length: FANOUT }, (_, i) => `c${String(i + 1).padStart(2, '0')}`);
+// Schedules, created after the endpoint checks: the interval one fires every
+// second, and its runs would change what the run-list and endpoint checks compare.
+const SCHED_EVERY = 'e2e-every';
+const SCHED_CRON = 'e2e-cron';
+const CRON = '*/15 9-17 * * MON-FRI';
+const CRON_ZONE = 'Europe/Paris';
+const SCHED_NOTE = 'office hours <b>only</b> & "weekdays"';
+const SCHED_RUN_ID = new RegExp(`^${SCHED_EVERY}-[0-9]{8}T[0-9]{6}Z$`);
 
 const hook = await startWebhook();
 const busyHook = await startWebhook();
@@ -387,6 +395,82 @@ function endpointCells(e) {
 
 async function noticeText() {
 	return page.isVisible('#notice').then((v) => (v ? text('#notice .msg') : ''));
+}
+
+const getSched = (id) => apiOk('GET', `/v1/schedules/${encodeURIComponent(id)}`);
+const schedRow = (id) => `#schedules-table tr[data-schedule="${id}"]`;
+
+// The runs of a schedule listed under `sel` (a row's last runs, or the
+// schedule page's recent runs): run id, status, link and its text.
+async function schedRuns(sel) {
+	return page.$$eval(`${sel} [data-run-id]`, (ds) => ds.map((d) => ({
+		run_id: d.getAttribute('data-run-id'),
+		status: d.querySelector('.badge').getAttribute('data-status'),
+		href: d.querySelector('a').getAttribute('href'),
+		text: d.querySelector('a').textContent.trim(),
+	})));
+}
+
+// What the Schedules page shows in the row of schedule `id`.
+async function schedCells(id) {
+	const cells = await page.$eval(schedRow(id), (tr) => {
+		const t = (c) => {
+			const el = tr.querySelector(`[data-col=${c}]`);
+			return el ? el.textContent.trim() : null;
+		};
+		return {
+			rule: t('rule'), timezone: t('timezone'),
+			state: tr.querySelector('[data-col=state] .badge').getAttribute('data-status'),
+			note: t('note'), next_fire_time: t('next_fire_time'),
+			fired: t('fired'), skipped: t('skipped'), missed: t('missed'),
+		};
+	});
+	cells.runs = await schedRuns(`${schedRow(id)} [data-col=runs]`);
+	return cells;
+}
+
+// A schedule's run as the dashboard lists it.
+const schedRunWant = (r) => ({
+	run_id: r.run_id, status: r.status, href: `#/runs/${r.run_id}`,
+	text: r.fire_time ? shortTs(r.fire_time) : 'triggered',
+});
+
+// The row the Schedules page should show for schedule `s` of the API.
+function schedCellsWant(s) {
+	return {
+		rule: s.cron || `every ${s.every_ms} ms`, timezone: s.cron ? s.timezone : null,
+		state: s.paused ? 'paused' : 'active', note: s.note || '',
+		next_fire_time: s.next_fire_time ? shortTs(s.next_fire_time) : '',
+		fired: String(s.fired), skipped: String(s.skipped), missed: String(s.missed),
+		runs: s.recent_runs.slice(0, 3).map(schedRunWant),
+	};
+}
+
+// Time `t` in zone `zone`, in parts (computed here, apart from the page's code).
+function zonedParts(t, zone) {
+	return Object.fromEntries(new Intl.DateTimeFormat('en-US', {
+		timeZone: zone, hourCycle: 'h23', weekday: 'short', year: 'numeric', month: '2-digit',
+		day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+	}).formatToParts(new Date(t)).map((x) => [x.type, x.value]));
+}
+
+// The next fire times the schedule page lists: the time and its local text.
+async function nextFireTimes() {
+	return page.$$eval('#sd-next li', (lis) => lis.map((li) => ({
+		time: li.getAttribute('data-time'),
+		text: li.firstChild.textContent.trim(),
+		local: li.querySelector('.when') ? li.querySelector('.when').textContent.trim() : null,
+	})));
+}
+
+async function schedState() {
+	return page.getAttribute('#sd-state .badge', 'data-status').catch(() => null);
+}
+
+async function openSchedule(id) {
+	await gotoHash(`#/schedules/${encodeURIComponent(id)}`);
+	await until(`schedule ${id} to be shown`, async () =>
+		(await text('#sd-id')) === id && (await schedState()) !== null);
 }
 
 // ---- run -------------------------------------------------------------------
@@ -1060,6 +1144,219 @@ try {
 		}
 	});
 
+	await check('schedules: the list shows each schedule\'s rule, state and note (as text), next fire time, counts and last runs', async () => {
+		const every = await api('PUT', `/v1/schedules/${SCHED_EVERY}`, {
+			workflow: WF, every_ms: 1000, input: { from: 'schedule' }, headers: { mode: 'ok' },
+		});
+		assert(every.status === 201, `PUT ${SCHED_EVERY} answered ${every.status}: ${every.text}`);
+		const cron = await api('PUT', `/v1/schedules/${SCHED_CRON}`, {
+			workflow: WF, cron: CRON, timezone: CRON_ZONE, overlap: 'allow_all', headers: { mode: 'ok' },
+			note: SCHED_NOTE,
+		});
+		assert(cron.status === 201, `PUT ${SCHED_CRON} answered ${cron.status}: ${cron.text}`);
+		await until(`a run of ${SCHED_EVERY} to succeed`, async () =>
+			(await getSched(SCHED_EVERY)).recent_runs.some((r) => r.status === 'succeeded'), 20000);
+		await page.click('header nav a[data-nav=schedules]');
+		await page.locator('#schedules-view').waitFor({ state: 'visible' });
+		const listed = await until('the two schedules listed', async () => {
+			const ids = await page.$$eval('#schedules-table tbody tr', (t) => t.map((x) => x.getAttribute('data-schedule')));
+			return ids.length === 2 && ids;
+		});
+		const apiList = (await apiOk('GET', '/v1/schedules?limit=100')).schedules;
+		assert(JSON.stringify(listed) === JSON.stringify(apiList.map((s) => s.id)) &&
+			listed.join() === [SCHED_CRON, SCHED_EVERY].join(), `listed ${listed}, the API ${apiList.map((s) => s.id)}`);
+		// the cron schedule, row for row as the API answers it (a Refresh
+		// when a fire time passed in between)
+		let shown = null;
+		let want = null;
+		await until(`the row of ${SCHED_CRON} as the API answers it`, async () => {
+			want = schedCellsWant(await getSched(SCHED_CRON));
+			shown = await schedCells(SCHED_CRON);
+			if (JSON.stringify(shown) === JSON.stringify(want)) return true;
+			await page.click('#schedules-refresh');
+			return false;
+		}).catch((e) => {
+			throw new Error(`${e.message}\n  shown:  ${JSON.stringify(shown)}\n  wanted: ${JSON.stringify(want)}`);
+		});
+		assert(shown.rule === CRON && shown.timezone === CRON_ZONE && shown.state === 'active' &&
+			shown.note === SCHED_NOTE && shown.next_fire_time !== '', `${SCHED_CRON}: ${JSON.stringify(shown)}`);
+		assert((await page.$$('#schedules-table b')).length === 0, 'the note was rendered as HTML');
+		// the interval schedule fires every second: its rule and state, and
+		// its last runs, each linked to a run that names the schedule and the
+		// fire time shown
+		const ev = await schedCells(SCHED_EVERY);
+		assert(ev.rule === 'every 1000 ms' && ev.timezone === null && ev.state === 'active' && ev.note === '',
+			`${SCHED_EVERY}: ${JSON.stringify(ev)}`);
+		assert(ev.runs.length >= 1 && ev.runs.length <= 3 && Number(ev.fired) >= ev.runs.length,
+			`${SCHED_EVERY} shows ${ev.fired} fired and runs ${JSON.stringify(ev.runs)}`);
+		for (const r of ev.runs) {
+			assert(SCHED_RUN_ID.test(r.run_id) && r.href === `#/runs/${r.run_id}`, `run entry ${JSON.stringify(r)}`);
+			const run = await getRun(r.run_id);
+			assert(run.schedule && run.schedule.id === SCHED_EVERY && shortTs(run.schedule.fire_time) === r.text,
+				`${r.text} shown for run ${JSON.stringify(run)}`);
+		}
+		assert(ev.next_fire_time > ev.runs[0].text, `next fire ${ev.next_fire_time} after the last run ${ev.runs[0].text}`);
+		await shot('schedules.png');
+	});
+
+	await check('schedules: a cron schedule\'s page lists its 10 next fire times, in UTC and in its time zone', async () => {
+		await page.click(`${schedRow(SCHED_CRON)} td a`);
+		await until(`schedule ${SCHED_CRON} shown`, async () =>
+			(await text('#sd-id')) === SCHED_CRON && (await page.$$('#sd-next li')).length > 0);
+		assert(location_hash(await page.url()) === `#/schedules/${SCHED_CRON}`, `url ${page.url()}`);
+		let times = null;
+		let apiTimes = null;
+		await until('the next fire times the API answers', async () => {
+			apiTimes = (await getSched(SCHED_CRON)).next_fire_times;
+			times = await nextFireTimes();
+			return JSON.stringify(times.map((x) => x.time)) === JSON.stringify(apiTimes);
+		}).catch((e) => {
+			throw new Error(`${e.message}\n  shown: ${JSON.stringify(times)}\n  API:   ${JSON.stringify(apiTimes)}`);
+		});
+		assert(times.length === 10, `${times.length} next fire times`);
+		const days = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri'];
+		times.forEach((x, i) => {
+			assert(x.text === fullTs(x.time), `time ${i}: ${x.text} for ${x.time}`);
+			assert(i === 0 || x.time > times[i - 1].time, `time ${i} is not after the one before`);
+			const p = zonedParts(x.time, CRON_ZONE);
+			const local = `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.weekday} ${CRON_ZONE}`;
+			assert(x.local === local, `time ${i} (${x.time}) shown in ${CRON_ZONE} as ${x.local}, not ${local}`);
+			// what the rule says, read in Paris: minutes 0/15/30/45, 9 h to 17 h, Monday to Friday
+			assert(['00', '15', '30', '45'].includes(p.minute) && p.second === '00' && Number(p.hour) >= 9 &&
+				Number(p.hour) <= 17 && days.includes(p.weekday), `${x.local} does not match ${CRON}`);
+		});
+		const field = async (name) => (await text(`#sd-fields dd[data-field="${name}"]`));
+		assert((await field('Rule')) === CRON && (await field('Time zone')) === CRON_ZONE &&
+			(await field('Overlap')) === 'allow_all' && (await field('Note')) === SCHED_NOTE &&
+			(await field('Workflow')) === WF, 'the settings shown differ');
+		assert((await schedState()) === 'active' && (await page.$$('#schedule-view b')).length === 0, 'state or note');
+		assert(await page.isEnabled('#sd-pause') && await page.isDisabled('#sd-resume') && await page.isEnabled('#sd-trigger'),
+			'the buttons of an active schedule');
+		await shot('schedule.png');
+	});
+
+	await check('schedules: a new run shows up on the schedule\'s page; the run\'s page names its schedule and fire time', async () => {
+		await openSchedule(SCHED_EVERY);
+		const first = await until('a run listed', async () => {
+			const r = await schedRuns('#sd-runs');
+			return r.length > 0 && r;
+		});
+		// the page refreshes itself: a later fire's run appears on top
+		const runs = await until('a newer run listed', async () => {
+			const r = await schedRuns('#sd-runs');
+			return r.length > 0 && r[0].run_id > first[0].run_id && r;
+		}, 15000);
+		assert(runs.length <= 10 && runs.every((r) => SCHED_RUN_ID.test(r.run_id) && r.href === `#/runs/${r.run_id}`),
+			`runs ${JSON.stringify(runs)}`);
+		const api = (await getSched(SCHED_EVERY)).recent_runs.map(schedRunWant);
+		assert(runs.every((r) => api.some((a) => a.run_id === r.run_id && a.text === r.text)),
+			`shown ${JSON.stringify(runs)}, the API ${JSON.stringify(api)}`);
+		const times = await nextFireTimes();
+		assert(times.length === 10 && times.every((x, i) => x.local === null && x.text === fullTs(x.time) &&
+			(i === 0 || Date.parse(x.time) - Date.parse(times[i - 1].time) === 1000)), `next fire times ${JSON.stringify(times)}`);
+		assert((await text('#sd-fields dd[data-field="Rule"]')) === 'every 1000 ms', 'rule');
+		assert((await page.$$('#sd-fields dd[data-field="Time zone"]')).length === 0, 'a time zone shown for an interval');
+		assert(sameJson(parsed(await text('#sd-input')), { from: 'schedule' }), 'the input is not shown');
+		const newest = runs[0];
+		await page.click(`#sd-runs [data-run-id="${newest.run_id}"] a`);
+		await until(`run ${newest.run_id} shown`, async () => (await text('#run-id')) === newest.run_id &&
+			(await fieldText('Schedule')) !== null);
+		const run = await getRun(newest.run_id);
+		const link = '#run-fields dd[data-field="Schedule"] a';
+		assert((await text(link)) === SCHED_EVERY && (await page.getAttribute(link, 'href')) === `#/schedules/${SCHED_EVERY}`,
+			'no link to the schedule');
+		assert((await fieldText('Fire time')) === fullTs(run.schedule.fire_time) && shortTs(run.schedule.fire_time) === newest.text,
+			`fire time ${await fieldText('Fire time')} for ${JSON.stringify(run.schedule)}`);
+		await shot('run-schedule.png');
+		await page.click(link);
+		await until('back on the schedule', async () => (await text('#sd-id')) === SCHED_EVERY);
+		await openRun('ok-01');
+		assert((await fieldText('Schedule')) === null && (await fieldText('Fire time')) === null,
+			'a run without a schedule shows one');
+	});
+
+	await check('schedules: Pause with a note, Resume and Trigger now in the list (admin token)', async () => {
+		await gotoHash('#/schedules');
+		await until('the schedules listed', async () => (await page.$$('#schedules-table tbody tr')).length === 2);
+		const btn = (id, a) => `${schedRow(id)} button[data-action=${a}]`;
+		assert(await page.isDisabled(btn(SCHED_CRON, 'resume')) && await page.isEnabled(btn(SCHED_CRON, 'pause')) &&
+			await page.isEnabled(btn(SCHED_CRON, 'trigger')), 'the buttons of an active schedule');
+		await page.fill('#sched-note', 'maintenance: week 12');
+		await page.click(btn(SCHED_CRON, 'pause'));
+		await until('the paused notice', async () => /paused/.test(await noticeText()));
+		let c = await until(`${SCHED_CRON} shown paused`, async () => {
+			const x = await schedCells(SCHED_CRON);
+			return x.state === 'paused' && x;
+		});
+		let s = await getSched(SCHED_CRON);
+		assert(s.paused === true && s.note === 'maintenance: week 12' && c.note === s.note, `API ${s.paused} ${s.note}, shown ${c.note}`);
+		assert(s.next_fire_times.length === 10, 'a paused schedule lists no next fire times');
+		assert(await page.isDisabled(btn(SCHED_CRON, 'pause')) && await page.isEnabled(btn(SCHED_CRON, 'resume')),
+			'the buttons of a paused schedule');
+		assert((await page.inputValue('#sched-note')) === '', 'the note input kept the note');
+		assert((await schedCells(SCHED_EVERY)).state === 'active', 'the other schedule was paused too');
+		await page.click(btn(SCHED_CRON, 'resume'));
+		await until('the resumed notice', async () => /resumed: next fire time/.test(await noticeText()));
+		c = await until(`${SCHED_CRON} shown active`, async () => {
+			const x = await schedCells(SCHED_CRON);
+			return x.state === 'active' && x;
+		});
+		s = await getSched(SCHED_CRON);
+		// a resume without a note keeps the note
+		assert(s.paused === false && s.note === 'maintenance: week 12' && c.note === s.note, `API ${s.paused} ${s.note}`);
+		await page.click(btn(SCHED_CRON, 'trigger'));
+		const msg = await until('the trigger notice', async () => {
+			const m = await noticeText();
+			return /^Trigger of/.test(m) && m;
+		});
+		const m = /run (\S+) started[.]$/.exec(msg);
+		assert(m && new RegExp(`^${SCHED_CRON}-trigger-`).test(m[1]), `notice: ${msg}`);
+		const run = await getRun(m[1]);
+		assert(run.schedule.id === SCHED_CRON && run.schedule.fire_time === null, `run ${JSON.stringify(run.schedule)}`);
+		c = await until('the triggered run in the row', async () => {
+			const x = await schedCells(SCHED_CRON);
+			return x.runs.some((r) => r.run_id === m[1]) && x;
+		});
+		s = await getSched(SCHED_CRON);
+		const r = c.runs.find((x) => x.run_id === m[1]);
+		assert(r.text === 'triggered' && r.href === `#/runs/${m[1]}` && s.recent_runs.some((x) => x.run_id === m[1]),
+			`entry ${JSON.stringify(r)}`);
+		assert(Number(c.fired) >= 1 && Number(c.fired) <= s.fired, `fired ${c.fired}, the API ${s.fired}`);
+		await until(`${m[1]} to succeed`, async () => (await getRun(m[1])).status === 'succeeded', 20000);
+	});
+
+	await check('schedules: Pause with a note and Trigger now on the schedule\'s page (a trigger runs while paused)', async () => {
+		await openSchedule(SCHED_EVERY);
+		await until('the buttons', async () => page.isEnabled('#sd-pause'));
+		await page.fill('#sd-note', 'quiet for the rest of the test');
+		await page.click('#sd-pause');
+		await until('the paused notice', async () => /paused/.test(await noticeText()));
+		await until(`${SCHED_EVERY} shown paused, with its note`, async () => (await schedState()) === 'paused' &&
+			(await text('#sd-fields dd[data-field="Note"]')) === 'quiet for the rest of the test');
+		assert(await page.isDisabled('#sd-pause') && await page.isEnabled('#sd-resume') && await page.isEnabled('#sd-trigger'),
+			'the buttons of a paused schedule');
+		const s = await getSched(SCHED_EVERY);
+		assert(s.paused === true && s.note === 'quiet for the rest of the test', `API ${s.paused} ${s.note}`);
+		// its runs end (a trigger while one is active would be skipped: overlap skip)
+		await until(`the runs of ${SCHED_EVERY} to end`, async () =>
+			(await getSched(SCHED_EVERY)).recent_runs.every((r) => ['succeeded', 'failed', 'cancelled'].includes(r.status)));
+		await page.click('#sd-trigger');
+		const msg = await until('the trigger notice', async () => {
+			const m = await noticeText();
+			return /^Trigger of/.test(m) && m;
+		});
+		const m = /run (\S+) started[.]$/.exec(msg);
+		assert(m && m[1].startsWith(`${SCHED_EVERY}-trigger-`), `notice: ${msg}`);
+		await until('the triggered run on the page, succeeded', async () => {
+			const r = (await schedRuns('#sd-runs')).find((x) => x.run_id === m[1]);
+			return r && r.text === 'triggered' && r.status === 'succeeded';
+		}, 20000);
+		const after = await getSched(SCHED_EVERY);
+		assert(after.paused === true && after.recent_runs[0].run_id === m[1], `API ${JSON.stringify(after.recent_runs[0])}`);
+		assert((await schedState()) === 'paused', 'the trigger resumed the schedule');
+		await shot('schedule-paused.png');
+	});
+
 	await check('shows API errors from the error body (unknown run)', async () => {
 		await gotoHash('#/runs/' + encodeURIComponent('no-such-run'));
 		await page.locator('#banner').waitFor({ state: 'visible' });
@@ -1118,6 +1415,19 @@ try {
 		await gotoHash('#/endpoints');
 		await until('the endpoints listed for the read token', async () =>
 			(await page.$$('#endpoints-table tbody tr[data-endpoint]')).length > 0);
+		await gotoHash('#/schedules');
+		await until('the schedules listed for the read token', async () =>
+			(await page.$$('#schedules-table tbody tr')).length === 2);
+		const schedEnabled = await page.$$eval('#schedules-table button[data-action]', (bs) => bs.filter((b) => !b.disabled).length);
+		assert(schedEnabled === 0 && await page.isDisabled('#sched-note'),
+			`${schedEnabled} schedule buttons enabled for a read token`);
+		await openSchedule(SCHED_CRON);
+		await until('the schedule page for the read token', async () => (await page.$$('#sd-next li')).length === 10);
+		for (const b of ['#sd-pause', '#sd-resume', '#sd-trigger', '#sd-note'])
+			assert(await page.isDisabled(b), `${b} is enabled for a read token`);
+		await shot('schedule-read.png');
+		const tr = await api('POST', `/v1/schedules/${SCHED_CRON}/trigger`, undefined, readToken);
+		assert(tr.status === 403 && tr.data.error.code === 'forbidden', `a read token's trigger answered ${tr.status}`);
 		// and the API itself refuses the read token's writes
 		const r = await api('POST', '/v1/runs/hang-1/cancel', undefined, readToken);
 		assert(r.status === 403 && r.data.error.code === 'forbidden', `a read token's cancel answered ${r.status}`);
@@ -1130,6 +1440,9 @@ try {
 		await page.locator('#token-view').waitFor({ state: 'visible' });
 		await page.fill('#token-input', token);
 		await page.press('#token-input', 'Enter');
+		await until('the admin view of the schedule', async () =>
+			(await page.isVisible('#schedule-view')) && (await page.isHidden('#scope-note')) &&
+			(await page.isEnabled('#sd-pause')) && (await page.isEnabled('#sd-trigger')));
 		await gotoHash('#/signals');
 		await until('the admin view', async () =>
 			(await page.isVisible('#signals-view')) && (await page.isHidden('#scope-note')) &&

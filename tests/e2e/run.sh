@@ -22,8 +22,11 @@
 # run.png (one run's details and step history), pending.png (a pending step and
 # its heartbeat), children.png (a parent waiting for its children), child.png (a
 # child and its parent), waiting-keys.png and woken.png (a wait on two keys, and
-# the key that woke it), and the other pages' (token, signals, dead-letters,
-# workflows, endpoints).
+# the key that woke it), schedules.png, schedule.png, schedule-paused.png and
+# schedule-read.png (the Schedules page, a cron schedule's next fire times, a
+# paused schedule with a triggered run, the same page for a read token),
+# run-schedule.png (a run started by a schedule), and the other pages' (token,
+# signals, dead-letters, workflows, endpoints).
 #
 # Knobs: HOOKFLOW_BIN (default build/hookflow), E2E_KEEP=1 keeps the temporary
 # directory (logs, database) for a look after a failure.

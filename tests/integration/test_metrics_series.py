@@ -1,7 +1,7 @@
 """/metrics carries every series openapi/openapi.yaml (GET /metrics) lists, in
 Prometheus text format: runs by status, steps dispatched, outcomes and errors
 by class, the webhook latency histogram, jobs by state, leases expired, dead
-letters and in-flight calls."""
+letters, in-flight calls and the schedules' fire times."""
 import re
 
 from harness import Reply, StepScript, succeed, wait_until
@@ -15,6 +15,9 @@ SERIES = [
     "hookflow_leases_expired_total",
     "hookflow_dead_letters",
     "hookflow_inflight_calls",
+    "hookflow_schedule_fires_total",      # schedules' fire times handled here
+    "hookflow_schedule_skips_total",
+    "hookflow_schedule_misses_total",
 ]
 
 

@@ -1262,6 +1262,220 @@ test("continue with run_at: the next step is scheduled at that time", async () =
   status(await api.POST("/v1/runs/{run_id}/cancel", { params: { path: { run_id: "ct-runat" } } }), 200);
 });
 
+// ---- schedules -------------------------------------------------------------------
+
+const WF_SCHED = "ct-sched-wf";
+const SCHED = "ct-sched";
+
+/** A schedule without its next fire times (as lists show it). */
+function withoutNext(s: { next_fire_times?: string[] }): Record<string, unknown> {
+  const c: Record<string, unknown> = { ...s };
+  delete c.next_fire_times;
+  return c;
+}
+
+/** The run ids of a schedule's recent runs, sorted (their statuses move on). */
+const runIds = (s: { recent_runs: { run_id: string }[] }) => s.recent_runs.map((r) => r.run_id).sort();
+
+/** The run id of schedule `id`'s fire time `t` (RFC 3339 UTC): `<id>-YYYYMMDDTHHMMSSZ`. */
+const fireRunId = (id: string, t: string) => `${id}-${t.replace(/[-:]/g, "").replace(/\.000Z$/, "Z")}`;
+
+test("schedules: create, read, trigger, backfill across DST, replace, pause, resume, list, delete; bad input changes nothing", async () => {
+  status(await api.PUT("/v1/workflows/{name}", { params: { path: { name: WF_SCHED } }, body: { url: hook.url("/step"), secret: hook.secret } }), 201);
+  const at = (id: string) => ({ params: { path: { schedule_id: id } } });
+  const put = (id: string, body: unknown) => api.PUT("/v1/schedules/{schedule_id}", { ...at(id), body: body as any });
+  const get = async (id: string) => status(await api.GET("/v1/schedules/{schedule_id}", at(id)), 200).data!;
+  const trigger = (id: string) => api.POST("/v1/schedules/{schedule_id}/trigger", at(id));
+  const backfill = (body: unknown, id = SCHED) => api.POST("/v1/schedules/{schedule_id}/backfill", { ...at(id), body: body as any });
+  // Every run of the schedule stays active (step 0 continues much later), so
+  // that the overlap policies meet an active run.
+  const input = script(SCHED, cont({ delay_ms: LONG }), succeed());
+  const body = { workflow: WF_SCHED, cron: "30 2 * * *", timezone: "Europe/Paris", input, headers: { tenant: "acme" }, priority: 5, paused: true };
+
+  // Created paused: it fires nothing by itself during the test, and still lists its next fire times.
+  const created = status(await put(SCHED, { ...body, note: "created paused" }), 201).data!;
+  assert.deepEqual(
+    [created.id, created.workflow, created.cron, created.every_ms, created.timezone, created.input, created.headers, created.priority, created.max_attempts, created.concurrency_key],
+    [SCHED, WF_SCHED, "30 2 * * *", null, "Europe/Paris", input, { tenant: "acme" }, 5, null, null],
+  );
+  assert.deepEqual(
+    [created.overlap, created.catchup_window_ms, created.jitter_ms, created.start_at, created.end_at, created.paused, created.note],
+    ["skip", 60000, 0, null, null, true, "created paused"],
+    "defaults are filled in",
+  );
+  assert.deepEqual([created.fired, created.skipped, created.missed, created.buffered, created.recent_runs], [0, 0, 0, 0, []]);
+  assert.equal(created.next_fire_times.length, 10);
+  assert.ok(created.next_fire_time !== null && TIMESTAMP.test(created.next_fire_time));
+  // 02:30 in Paris is 01:30Z in winter and 00:30Z in summer; one a day, in order.
+  for (const [i, t] of created.next_fire_times.entries()) {
+    assert.match(t, /^[0-9-]{10}T0[01]:30:00\.000Z$/);
+    if (i > 0) assert.ok(Date.parse(t) > Date.parse(created.next_fire_times[i - 1]));
+  }
+  assert.deepEqual(withoutNext(await get(SCHED)), withoutNext(created), "GET shows what PUT answered");
+
+  // Trigger: one run now, paused or not; the next one meets it under skip.
+  const t1 = status(await trigger(SCHED), 200).data!;
+  assert.equal(t1.outcome, "started");
+  assert.ok(t1.run_id !== null, "a started trigger names its run");
+  assert.match(t1.run_id, /^ct-sched-trigger-[0-9A-HJKMNP-TV-Z]{26}$/);
+  const tr = await getRun(t1.run_id);
+  assert.deepEqual([tr.schedule, tr.workflow, tr.input, tr.headers, tr.priority], [{ id: SCHED, fire_time: null }, WF_SCHED, input, { tenant: "acme" }, 5]);
+  const t2 = status(await trigger(SCHED), 200).data!;
+  assert.equal(t2.outcome, "skipped", "overlap skip: a run of the schedule is active");
+  assert.equal(t2.run_id, null, "a skipped trigger started no run");
+
+  // Backfill across the spring change in Paris (2026-03-29: 02:00 -> 03:00,
+  // so 02:30 does not exist and fires once at 03:00 CEST, 01:00Z); allow_all
+  // by default: every fire time starts a run although runs are active.
+  const spring = ["2026-03-28T01:30:00.000Z", "2026-03-29T01:00:00.000Z", "2026-03-30T00:30:00.000Z", "2026-03-31T00:30:00.000Z"];
+  assert.deepEqual(status(await backfill({ from: "2026-03-28T00:00:00Z", to: "2026-04-01T00:00:00Z" }), 200).data, { fire_times: 4, started: 4, skipped: 0, buffered: 0 });
+  for (const t of spring) {
+    const run = await getRun(fireRunId(SCHED, t));
+    assert.deepEqual([run.schedule, run.workflow, run.input, run.priority], [{ id: SCHED, fire_time: t }, WF_SCHED, input, 5]);
+  }
+  // Across the autumn change (2026-10-25: 03:00 -> 02:00, 02:30 twice: one
+  // fire time), under buffer_one: the first waits, the other two are skipped.
+  assert.deepEqual(
+    status(await backfill({ from: "2026-10-24T00:00:00Z", to: "2026-10-27T00:00:00Z", overlap: "buffer_one" }), 200).data,
+    { fire_times: 3, started: 0, skipped: 2, buffered: 1 },
+  );
+  const s1 = await get(SCHED);
+  assert.deepEqual([s1.fired, s1.skipped, s1.missed, s1.buffered], [5, 3, 0, 1]);
+  const recent = new Map(s1.recent_runs.map((r) => [r.run_id, r.fire_time] as const));
+  assert.deepEqual([...recent.keys()].sort(), [t1.run_id, ...spring.map((t) => fireRunId(SCHED, t))].sort());
+  assert.equal(recent.get(t1.run_id), null, "a trigger's run has no fire time");
+  for (const t of spring) assert.equal(recent.get(fireRunId(SCHED, t)), t);
+  // The same range again: the same fire times, whose runs exist: no second run.
+  assert.equal(status(await backfill({ from: "2026-03-28T00:00:00Z", to: "2026-04-01T00:00:00Z" }), 200).data!.fire_times, 4);
+  assert.deepEqual(runIds(await get(SCHED)), [...recent.keys()].sort(), "one run per fire time");
+
+  assert.match(error(await backfill({ from: "2020-01-01T00:00:00Z", to: "2026-01-01T00:00:00Z" }), 400, "invalid_argument"), /^to: more than 1000 fire times/);
+  assert.match(error(await backfill({ from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z" }), 400, "invalid_argument"), /^to: must be after from/);
+  assert.match(error(await backfill({ from: "2026-01-01T00:00:00Z" }), 400, "invalid_argument"), /^to: is required/);
+  assert.match(error(await backfill({ from: "yesterday", to: "2026-01-01T00:00:00Z" }), 400, "invalid_argument"), /^from: /);
+  assert.match(error(await backfill({ from: "2026-01-01T00:00:00Z", to: "2026-01-02T00:00:00Z", overlap: "queue" }), 400, "invalid_argument"), /^overlap: /);
+  assert.match(error(await backfill({ from: "2026-01-01T00:00:00Z", to: "2026-01-02T00:00:00Z", colour: 1 }), 400, "invalid_argument"), /colour/);
+  error(await backfill({ from: "2026-01-01T00:00:00Z", to: "2026-01-02T00:00:00Z" }, "ct-nope"), 404, "not_found");
+  await badBodies("POST backfill", (init) =>
+    api.POST("/v1/schedules/{schedule_id}/backfill", { ...at(SCHED), body: { from: "2026-01-01T00:00:00Z", to: "2026-01-02T00:00:00Z" }, ...init }),
+  );
+  error(await trigger("ct-nope"), 404, "not_found");
+  error(await trigger(BAD_ID), 400, "invalid_argument");
+
+  // Replaced with a window in 2031: the fire times are known, the spring
+  // change included (2031-03-30: 02:30 fires at 03:00 CEST, 01:00Z), and cut
+  // by end_at. Counts, runs and the buffered fire are kept; the note and
+  // every setting not given go back to their defaults.
+  const before = await get(SCHED);
+  const replaced = status(await put(SCHED, { ...body, start_at: "2031-03-28T00:00:00Z", end_at: "2031-04-01T00:00:00Z" }), 200).data!;
+  assert.deepEqual(replaced.next_fire_times, ["2031-03-28T01:30:00.000Z", "2031-03-29T01:30:00.000Z", "2031-03-30T01:00:00.000Z", "2031-03-31T00:30:00.000Z"]);
+  assert.deepEqual(
+    [replaced.next_fire_time, replaced.start_at, replaced.end_at, replaced.note, replaced.paused, replaced.created_at],
+    ["2031-03-28T01:30:00.000Z", "2031-03-28T00:00:00.000Z", "2031-04-01T00:00:00.000Z", null, true, created.created_at],
+  );
+  assert.deepEqual(
+    [replaced.fired, replaced.skipped, replaced.missed, replaced.buffered, runIds(replaced)],
+    [before.fired, before.skipped, 0, 1, runIds(before)],
+  );
+
+  // Pause and resume, each with an optional note. Resumed, it waits for 2031.
+  const pr = (op: "pause" | "resume", id: string, b?: unknown, init: BadBodyInit = {}) =>
+    op === "pause"
+      ? api.POST("/v1/schedules/{schedule_id}/pause", { ...at(id), body: b as any, ...init })
+      : api.POST("/v1/schedules/{schedule_id}/resume", { ...at(id), body: b as any, ...init });
+  const resumed = status(await pr("resume", SCHED, {}), 200).data!;
+  assert.deepEqual([resumed.paused, resumed.note, resumed.next_fire_time], [false, null, "2031-03-28T01:30:00.000Z"]);
+  const paused = status(await pr("pause", SCHED, { note: "maintenance" }), 200).data!;
+  assert.deepEqual([paused.paused, paused.note, paused.next_fire_times.length], [true, "maintenance", 4]);
+  const again = status(await pr("pause", SCHED), 200).data!;
+  assert.deepEqual([again.paused, again.note], [true, "maintenance"], "pausing again changes nothing; no note keeps the note");
+  const back = status(await pr("resume", SCHED, { note: "back" }), 200).data!;
+  assert.deepEqual([back.paused, back.note, back.next_fire_time], [false, "back", "2031-03-28T01:30:00.000Z"]);
+  for (const op of ["pause", "resume"] as const) {
+    assert.match(error(await pr(op, SCHED, { colour: 1 }), 400, "invalid_argument"), /colour/);
+    assert.match(error(await pr(op, SCHED, { note: "x".repeat(1025) }), 400, "invalid_argument"), /^note: /);
+    error(await pr(op, "ct-nope"), 404, "not_found");
+    error(await pr(op, BAD_ID), 400, "invalid_argument");
+    await badBodies(`POST ${op}`, (init) => pr(op, SCHED, { note: "x" }, init));
+  }
+  assert.deepEqual([(await get(SCHED)).paused, (await get(SCHED)).note], [false, "back"], "refused requests changed nothing");
+
+  // every_ms: anchored at start_at, else at the epoch; in UTC.
+  const every = status(await put("ct-sched-every", { workflow: WF_SCHED, every_ms: 5400000, start_at: "2031-01-01T00:00:00Z", overlap: "buffer_all", input }), 201).data!;
+  assert.deepEqual([every.cron, every.every_ms, every.timezone, every.overlap, every.paused], [null, 5400000, "UTC", "buffer_all", false]);
+  assert.deepEqual(every.next_fire_times.slice(0, 3), ["2031-01-01T00:00:00.000Z", "2031-01-01T01:30:00.000Z", "2031-01-01T03:00:00.000Z"]);
+  const epoch = status(await put("ct-sched-epoch", { workflow: WF_SCHED, every_ms: 5400000, paused: true }), 201).data!;
+  assert.equal(epoch.next_fire_times.length, 10);
+  for (const t of epoch.next_fire_times) assert.equal(Date.parse(t) % 5400000, 0, `${t}: a whole number of intervals after 1970-01-01`);
+
+  // Bad input: 400 naming the field (and for cron, the position); nothing is created.
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ cron: "0 24 * * *" }, /^cron: hour field at position 3: 24 is out of range 0-23$/],
+    [{ cron: "0 9 * *" }, /^cron: expected 5 fields, found 4$/],
+    [{ cron: "0 9 * * MON-FRX" }, /^cron: day-of-week field at position 13: /],
+    [{ cron: "*/0 * * * *" }, /^cron: minute field at position 3: /],
+    [{ cron: "@every" }, /^cron: unknown macro "@every" at position 1/],
+    [{ cron: "0 0 30 2 *" }, /^cron: never fires/],
+    [{ timezone: "Mars/Base" }, /^timezone: unknown zone "Mars\/Base"$/],
+    [{ timezone: "../etc/passwd" }, /^timezone: /],
+    [{ workflow: "ct-nope" }, /^workflow: /],
+    [{ every_ms: 60000 }, /^cron: exactly one of cron and every_ms/],
+    [{ cron: undefined }, /^cron: exactly one of cron and every_ms/],
+    [{ cron: undefined, every_ms: 999 }, /^every_ms: /],
+    [{ cron: undefined, every_ms: 60000, timezone: "UTC" }, /^timezone: only with cron/],
+    [{ overlap: "queue" }, /^overlap: /],
+    [{ jitter_ms: 86400001 }, /^jitter_ms: /],
+    [{ catchup_window_ms: -1 }, /^catchup_window_ms: /],
+    [{ priority: -1 }, /^priority: /],
+    [{ max_attempts: 0 }, /^max_attempts: /],
+    [{ concurrency_key: "" }, /^concurrency_key: /],
+    [{ headers: { "workflow.x": "1" } }, /^headers/],
+    [{ start_at: "tomorrow" }, /^start_at: /],
+    [{ start_at: "2027-01-01T00:00:00Z", end_at: "2026-01-01T00:00:00Z" }, /^end_at: must be after start_at/],
+    [{ note: "x".repeat(1025) }, /^note: /],
+    [{ colour: "red" }, /colour/],
+  ];
+  for (const [b, re] of bad)
+    assert.match(error(await put("ct-sched-bad", { workflow: WF_SCHED, cron: "@hourly", ...b }), 400, "invalid_argument"), re, JSON.stringify(b));
+  assert.match(error(await put("ct-sched-bad", { cron: "@hourly" }), 400, "invalid_argument"), /^workflow: is required/);
+  assert.match(error(await put(BAD_ID, { workflow: WF_SCHED, cron: "@hourly" }), 400, "invalid_argument"), /^id: /);
+  assert.match(error(await put("x".repeat(65), { workflow: WF_SCHED, cron: "@hourly" }), 400, "invalid_argument"), /^id: /);
+  await badBodies("PUT schedule", (init) => api.PUT("/v1/schedules/{schedule_id}", { ...at("ct-sched-bad"), body: { workflow: WF_SCHED, cron: "@hourly" }, ...init }));
+  error(await api.GET("/v1/schedules/{schedule_id}", at("ct-sched-bad")), 404, "not_found");
+  error(await api.GET("/v1/schedules/{schedule_id}", at(BAD_ID)), 400, "invalid_argument");
+
+  // The list: by id, paged, without next_fire_times.
+  const ids = [SCHED, "ct-sched-epoch", "ct-sched-every"];
+  const l1 = status(await api.GET("/v1/schedules", { params: { query: { limit: 1 } } }), 200).data!;
+  assert.deepEqual(l1.schedules.map((s) => s.id), [ids[0]]);
+  assert.ok(l1.next_cursor, "a first page of one has a next cursor");
+  assert.ok(!("next_fire_times" in l1.schedules[0]));
+  const listed = { ...l1.schedules[0], recent_runs: runIds(l1.schedules[0]) };
+  const read = await get(SCHED);
+  assert.deepEqual(listed, { ...withoutNext(read), recent_runs: runIds(read) }, "a listed schedule is the schedule without next_fire_times");
+  const l2 = status(await api.GET("/v1/schedules", { params: { query: { limit: 1, cursor: l1.next_cursor! } } }), 200).data!;
+  assert.deepEqual(l2.schedules.map((s) => s.id), [ids[1]]);
+  const all = status(await api.GET("/v1/schedules"), 200).data!;
+  assert.deepEqual([all.schedules.map((s) => s.id), all.next_cursor], [ids, null]);
+  error(await api.GET("/v1/schedules", { params: { query: { limit: 0 } } }), 400, "invalid_argument");
+  error(await api.GET("/v1/schedules", { params: { query: { cursor: "%%%" } } }), 400, "invalid_argument");
+
+  // A workflow a schedule names cannot be deleted.
+  assert.match(error(await api.DELETE("/v1/workflows/{name}", { params: { path: { name: WF_SCHED } } }), 409, "workflow_in_use"), new RegExp(WF_SCHED));
+  const m = status(await api.GET("/metrics", { parseAs: "text" }), 200).data as string;
+  for (const c of ["fires", "skips", "misses"]) assert.match(m, new RegExp(`^hookflow_schedule_${c}_total [0-9]+$`, "m"));
+
+  // Delete: the schedules go, their runs stay (and name them).
+  for (const id of ids) status(await api.DELETE("/v1/schedules/{schedule_id}", at(id)), 204);
+  error(await api.DELETE("/v1/schedules/{schedule_id}", at(SCHED)), 404, "not_found");
+  error(await api.DELETE("/v1/schedules/{schedule_id}", at(BAD_ID)), 400, "invalid_argument");
+  error(await api.GET("/v1/schedules/{schedule_id}", at(SCHED)), 404, "not_found");
+  assert.deepEqual((await getRun(fireRunId(SCHED, spring[0]))).schedule, { id: SCHED, fire_time: spring[0] }, "a run outlives its schedule");
+  assert.deepEqual(status(await api.GET("/v1/schedules"), 200).data, { schedules: [], next_cursor: null });
+  // The runs were the trigger's and the four backfilled ones (the buffered fire went with its schedule).
+  assert.deepEqual(status(await api.POST("/v1/runs:cancel", { body: { workflow: WF_SCHED } }), 200).data, { cancelled: 5 });
+});
+
 test("webhook: every step and callback request verified (standardwebhooks) and valid against the spec", () => {
   const steps = hook.deliveries.filter((d) => d.kind === "step").length;
   const callbacks = hook.deliveries.filter((d) => d.kind === "callback").length;
