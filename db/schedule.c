@@ -128,6 +128,7 @@ enum err_code db_schedule_due(struct db_conn *c, int64_t offset_ms, int limit,
 		PQclear(r);
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	}
+	bool oom = false;
 	for (int i = 0; i < rows; i++) {
 		a[i].id = dup_or_null(r, i, 0);
 		a[i].cron = dup_or_null(r, i, 1);
@@ -139,8 +140,16 @@ enum err_code db_schedule_due(struct db_conn *c, int64_t offset_ms, int limit,
 		a[i].start_ms = db_i64(r, i, 7);
 		a[i].end_ms = db_i64(r, i, 8);
 		*now_ms = db_i64(r, i, 9);
+		oom |= a[i].id == NULL || a[i].timezone == NULL ||
+		       (a[i].cron == NULL && !PQgetisnull(r, i, 1));
 	}
 	PQclear(r);
+	if (oom) {
+		for (int i = 0; i < rows; i++)
+			db_due_schedule_cleanup(&a[i]);
+		free(a);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
 	*out = a;
 	*n = rows;
 	return ERR_OK;

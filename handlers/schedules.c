@@ -44,6 +44,18 @@ static const char *const schedule_keys[] = {"workflow",
 static const char *const overlaps[] = {"skip",         "buffer_one", "buffer_all",
 				       "cancel_other", "allow_all",  NULL};
 
+/* An overlap policy (NULL: absent, the default) is one of `overlaps`. */
+static enum err_code check_overlap(const char *overlap, struct err *e)
+{
+	for (int i = 0; overlap != NULL && overlaps[i] != NULL; i++)
+		if (strcmp(overlap, overlaps[i]) == 0)
+			return ERR_OK;
+	if (overlap == NULL)
+		return ERR_OK;
+	return err_set(e, ERR_INVALID,
+		       "overlap: must be skip, buffer_one, buffer_all, cancel_other or allow_all");
+}
+
 /* A schedule's rule, loaded: what scheduler_next_fire reads. */
 struct rule {
 	struct cron_spec spec;
@@ -159,13 +171,8 @@ static enum err_code parse_schedule(const json_t *body, struct rule *rule, struc
 	    opt_time(body, "start_at", &start, e) || opt_time(body, "end_at", &end, e) ||
 	    hc_bool(body, "paused", false, &paused, e) || hc_str(body, "note", NOTE_MAX, &note, e))
 		return e->code;
-	bool known = overlap == NULL;
-	for (int i = 0; !known && overlaps[i] != NULL; i++)
-		known = strcmp(overlap, overlaps[i]) == 0;
-	if (!known)
-		return err_set(e, ERR_INVALID,
-			       "overlap: must be skip, buffer_one, buffer_all, cancel_other or "
-			       "allow_all");
+	if (check_overlap(overlap, e))
+		return e->code;
 	if (start > 0 && end > 0 && end <= start)
 		return err_set(e, ERR_INVALID, "end_at: must be after start_at");
 	if (note != NULL && !ids_utf8_valid(note, strlen(note)))
@@ -379,15 +386,8 @@ void handle_schedule_backfill(struct http_req *r)
 				  : "to: must be after from");
 		goto out;
 	}
-	bool known = overlap == NULL;
-	for (int i = 0; !known && overlaps[i] != NULL; i++)
-		known = strcmp(overlap, overlaps[i]) == 0;
-	if (!known) {
-		err_set(&e, ERR_INVALID,
-			"overlap: must be skip, buffer_one, buffer_all, cancel_other or allow_all");
-		goto out;
-	}
-	if (hc_db(r, &c, &e) || db_schedule_get(c, id, &cur, &e) || rule_of(cur, &rule, &e))
+	if (check_overlap(overlap, &e) || hc_db(r, &c, &e) || db_schedule_get(c, id, &cur, &e) ||
+	    rule_of(cur, &rule, &e))
 		goto out;
 	strbuf_puts(&fires, "[");
 	int n = 0;
