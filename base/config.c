@@ -387,6 +387,16 @@ bool config_listen_is_loopback(const struct config *c)
 	return false;
 }
 
+void config_db_budget(const struct config *c, struct config_db_budget *out)
+{
+	out->workers = c->workers;
+	out->submitter = 1;
+	out->listener = 2;
+	out->snapshot = 1;
+	out->api_pool = c->db_pool;
+	out->total = out->workers + out->submitter + out->listener + out->snapshot + out->api_pool;
+}
+
 void config_cleanup(struct config *c)
 {
 	free(c->database_url);

@@ -81,6 +81,20 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e);
  * localhost). */
 bool config_listen_is_loopback(const struct config *c);
 
+/* The PostgreSQL connections one serving instance opens at most, by who
+ * holds them (kept in step with the modules named). */
+struct config_db_budget {
+	int workers;   /* service/dispatcher.c: one per worker thread (HOOKFLOW_WORKERS) */
+	int submitter; /* service/submitter.c: 1, the batched submissions */
+	int listener;  /* service/listener.c: 2, LISTEN and the timer/scheduler's */
+	int snapshot;  /* service/snapshot.c: 1, /readyz and /metrics gauges */
+	int api_pool;  /* the API's pool, opened on demand (HOOKFLOW_DB_POOL) */
+	int total;
+};
+
+/* Fills `out` from `c` (borrowed). */
+void config_db_budget(const struct config *c, struct config_db_budget *out);
+
 void config_cleanup(struct config *c);
 
 #endif

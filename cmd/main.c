@@ -28,6 +28,7 @@
 #include "db/keys.h"
 #include "db/migrate.h"
 #include "db/secrets.h"
+#include "db/stats.h"
 #include "handlers/routes.h"
 #include "service/dispatcher.h"
 #include "service/http.h"
@@ -101,6 +102,30 @@ static void raise_fd_limit(const struct config *cfg)
 			 cfg->max_inflight);
 }
 
+/* Warns when the server's max_connections cannot fit this instance's
+ * connections next to those already open (other instances included). */
+static void check_conn_room(const struct config *cfg, struct db_conn *c)
+{
+	struct config_db_budget b;
+	config_db_budget(cfg, &b);
+	struct db_conn_room room;
+	struct err e = {0};
+	if (db_conn_room(c, &room, &e)) {
+		log_warn("main", "cannot read max_connections", "error=\"%s\"", e.msg);
+		return;
+	}
+	int free_now = room.max_connections - room.reserved - room.in_use;
+	if (b.total > free_now)
+		log_warn("main", "max_connections cannot fit this instance's connections",
+			 "needed=%d free=%d max_connections=%d superuser_reserved=%d in_use=%d "
+			 "workers=%d api_pool=%d",
+			 b.total, free_now, room.max_connections, room.reserved, room.in_use,
+			 b.workers, b.api_pool);
+	else
+		log_info("main", "database connections", "needed=%d free=%d max_connections=%d",
+			 b.total, free_now, room.max_connections);
+}
+
 static int serve(struct config *cfg)
 {
 	if (cfg->ntokens == 0 && !config_listen_is_loopback(cfg))
@@ -134,6 +159,7 @@ static int serve(struct config *cfg)
 		log_info("main", "sealed the stored secrets with HOOKFLOW_ENCRYPTION_KEY",
 			 "count=%d", sealed);
 	keyring_replace(keyring, keys, nkeys);
+	check_conn_room(cfg, c);
 	db_conn_free(c);
 
 	char host[64] = "host";

@@ -37,6 +37,8 @@ struct db_pool {
 	int size;
 	struct db_conn **conns;
 	bool *busy;
+	int waiting;              /* callers in db_pool_acquire's wait */
+	int64_t acquire_timeouts; /* acquires that gave up */
 };
 
 /* PostgreSQL's notices ("relation ... already exists, skipping") go to the
@@ -457,12 +459,17 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		}
 		if (slot >= 0)
 			break;
-		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT)
+		p->waiting++;
+		int rc = pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+		p->waiting--;
+		if (rc == ETIMEDOUT)
 			break;
 	}
 	if (slot >= 0) {
 		p->busy[slot] = true;
 		c = p->conns[slot];
+	} else {
+		p->acquire_timeouts++;
 	}
 	pthread_mutex_unlock(&p->mu);
 	if (slot < 0)
@@ -509,5 +516,23 @@ void db_pool_release(struct db_pool *p, struct db_conn *c)
 		}
 	}
 	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void db_pool_stats(struct db_pool *p, struct db_pool_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&p->mu);
+	out->size = p->size;
+	for (int i = 0; i < p->size; i++) {
+		if (p->busy[i])
+			out->in_use++;
+		/* A borrowed connection belongs to its borrower's thread: its
+		 * PGconn is not read here, only whether the slot holds one. */
+		if (p->conns[i] != NULL && (p->busy[i] || p->conns[i]->pg != NULL))
+			out->open++;
+	}
+	out->waiting = p->waiting;
+	out->acquire_timeouts = p->acquire_timeouts;
 	pthread_mutex_unlock(&p->mu);
 }

@@ -88,4 +88,16 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 /* Returns a connection borrowed from `p`. NULL is a no-op. */
 void db_pool_release(struct db_pool *p, struct db_conn *c);
 
+/* The pool's state as it stands (for /readyz). */
+struct db_pool_stats {
+	int size;                 /* connections it may open */
+	int open;                 /* connections opened (and not known to be lost) */
+	int in_use;               /* connections borrowed right now */
+	int waiting;              /* callers waiting for a free connection */
+	int64_t acquire_timeouts; /* acquires that found none free in time, since start */
+};
+
+/* Fills `out` from `p` (borrowed) under the pool's lock. */
+void db_pool_stats(struct db_pool *p, struct db_pool_stats *out);
+
 #endif

@@ -57,3 +57,23 @@ enum err_code db_stats_render(struct db_conn *c, struct strbuf *b, struct err *e
 	PQclear(r);
 	return ERR_OK;
 }
+
+static const struct db_stmt q_room = {
+	"conn_room",
+	"SELECT current_setting('max_connections')::int,"
+	" current_setting('superuser_reserved_connections')::int,"
+	" (SELECT count(*)::int FROM pg_stat_activity"
+	"  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid())",
+	0};
+
+enum err_code db_conn_room(struct db_conn *c, struct db_conn_room *out, struct err *e)
+{
+	PGresult *r = db_exec(c, &q_room, NULL, e);
+	if (r == NULL)
+		return e->code;
+	out->max_connections = (int)db_i64(r, 0, 0);
+	out->reserved = (int)db_i64(r, 0, 1);
+	out->in_use = (int)db_i64(r, 0, 2);
+	PQclear(r);
+	return ERR_OK;
+}

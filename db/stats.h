@@ -11,4 +11,14 @@
  * are not counted here (see hookflow_step_results_total). */
 enum err_code db_stats_render(struct db_conn *c, struct strbuf *b, struct err *e);
 
+/* What the server can still give: its max_connections less the slots
+ * reserved for superusers, and the client connections open now other than
+ * `c`'s own. Failure: the error currency. */
+struct db_conn_room {
+	int max_connections;
+	int reserved;
+	int in_use;
+};
+enum err_code db_conn_room(struct db_conn *c, struct db_conn_room *out, struct err *e);
+
 #endif

@@ -1,7 +1,9 @@
 /* handlers/health: /healthz, /readyz, /metrics and /openapi.yaml. */
 #include <stdlib.h>
 
+#include "base/config.h"
 #include "base/strbuf.h"
+#include "db/db.h"
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 
@@ -30,7 +32,20 @@ void handle_readyz(struct http_req *r)
 		http_reply_error(r, &e);
 		return;
 	}
-	http_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
+	const struct app *app = http_req_app(r);
+	struct config_db_budget b;
+	config_db_budget(app->cfg, &b);
+	struct db_pool_stats ps;
+	db_pool_stats(app->pool, &ps);
+	http_reply_json(r, 200,
+			json_pack("{s:s, s:{s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i, "
+				  "s:i, s:I}}}",
+				  "status", "ready", "database", "connections", "workers",
+				  b.workers, "submitter", b.submitter, "listener", b.listener,
+				  "snapshot", b.snapshot, "api_pool", b.api_pool, "total", b.total,
+				  "api_pool", "size", ps.size, "open", ps.open, "in_use", ps.in_use,
+				  "waiting", ps.waiting, "acquire_timeouts",
+				  (json_int_t)ps.acquire_timeouts));
 }
 
 void handle_metrics(struct http_req *r)

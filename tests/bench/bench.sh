@@ -219,11 +219,11 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
 		echo "compare: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
-		printf '%-10s %14s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us binary
+		printf '%-10s %14s %10s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us wal_b binary
 		for side in cb:"$BENCH_COMPARE" ct:"$this_bin"; do
 			p=${side%%:*} b=${side#*:}
 			cols=()
-			for f in steps_per_s hf_us pg_us wh_us; do
+			for f in steps_per_s hf_us pg_us wh_us wal_b; do
 				vals=()
 				for ((k = 1; k <= repeat; k++)); do vals+=("${R[${p}_${k}_$f]}"); done
 				cols+=("$(median "${vals[@]}")")
@@ -234,7 +234,7 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 				hfs+=("${R[${p}_${k}_hf_us]}")
 				pgs+=("${R[${p}_${k}_pg_us]}")
 			done
-			printf '%-10s %14s %10s %10s %10s   %s\n' "$([[ $p = cb ]] && echo base || echo this)" \
+			printf '%-10s %14s %10s %10s %10s %10s   %s\n' "$([[ $p = cb ]] && echo base || echo this)" \
 				"${cols[@]}" "$b"
 			printf '%10s all runs: transitions/s %s; hf_us %s; pg_us %s\n' "" \
 				"$(IFS=,; echo "${all[*]}")" "$(IFS=,; echo "${hfs[*]}")" "$(IFS=,; echo "${pgs[*]}")"
@@ -393,13 +393,14 @@ default_workers=$(($(nproc) / 2))
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "no step settled twice, no run lost (all scenarios)" "${#failures[@]} problems" "0" "-" "$dups"
 	echo
 	echo "CPU per settled step (us): hookflow + postgres + webhook + loadgen; ceiling = $(nproc) cores / (hookflow + postgres);"
-	echo "other = CPU used meanwhile by anything else on the machine (% of all cores): it skews the figures"
+	echo "other = CPU used meanwhile by anything else on the machine (% of all cores): it skews the figures;"
+	echo "WAL = the cluster's WAL bytes per settled step"
 	for k in s1 s2 s4 s4b s6 s7; do
 		[[ -n "${R[${k}_hf_us]:-}" ]] || continue
-		printf '  #%-2s %6s + %6s + %5s + %5s us   ceiling %6s steps/s   other %3s%%\n' "${k#s}" \
+		printf '  #%-2s %6s + %6s + %5s + %5s us   ceiling %6s steps/s   other %3s%%   WAL %6s B\n' "${k#s}" \
 			"${R[${k}_hf_us]}" "${R[${k}_pg_us]}" "${R[${k}_wh_us]}" "${R[${k}_lg_us]}" \
 			"$(awk -v a="${R[${k}_hf_us]}" -v b="${R[${k}_pg_us]}" -v n="$(nproc)" 'BEGIN { if (a + b > 0) printf "%.0f", n * 1e6 / (a + b); else print "-" }')" \
-			"${R[${k}_other_pct]}"
+			"${R[${k}_other_pct]}" "${R[${k}_wal_b]:--}"
 	done
 	echo
 	if [[ "${BENCH_SWEEP:-}" = 1 ]]; then

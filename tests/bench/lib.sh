@@ -402,9 +402,14 @@ throughput() {
 			-c "SELECT pg_stat_statements_reset()" >/dev/null
 	fi
 	checkpoint
+	local wal0
+	wal0=$(psql_db "$db" -c "SELECT pg_current_wal_lsn()")
 	cpu_begin "${hps[@]}"
 	loadgen "${args[@]}" || rc=$?
 	cpu_end "$key" "${lg_step_attempts:-0}" "${hps[@]}"
+	# WAL bytes per settled step: the cluster's whole WAL meanwhile (autovacuum
+	# included), the figure that bounds one primary (README "Beyond one primary").
+	R[${key}_wal_b]=$(psql_db "$db" -c "SELECT (pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0') / greatest(${lg_step_attempts:-0}, 1))::bigint")
 	((rc == 0)) || say "$name: loadgen exited $rc (see below)"
 	R[${key}_runs_per_s]=${lg_runs_per_s:-0}
 	R[${key}_steps_per_s]=${lg_steps_per_s:-0}
