@@ -102,7 +102,11 @@ test("operations: healthz, readyz, metrics, openapi.yaml, dashboard, request ids
   assert.equal(h.response.headers.get("x-request-id"), "ct-req-1", "X-Request-Id is echoed");
   const other = status(await api.GET("/healthz", { params: { header: { "X-Request-Id": "not valid!" } } }), 200);
   assert.notEqual(other.response.headers.get("x-request-id"), "not valid!", "an invalid request id is replaced");
-  assert.deepEqual(status(await api.GET("/readyz"), 200).data, { status: "ready" });
+  const ready = status(await api.GET("/readyz"), 200).data!;
+  assert.equal(ready.status, "ready");
+  const c = ready.database!.connections;
+  assert.equal(c.total, c.workers + c.submitter + c.listener + c.snapshot + c.api_pool, "the budget adds up");
+  assert.equal(ready.database!.api_pool.size, c.api_pool);
   const m = status(await api.GET("/metrics", { parseAs: "text" }), 200);
   assert.match(m.data as string, /^hookflow_up 1$/m);
   const y = status(await api.GET("/openapi.yaml", { parseAs: "text" }), 200);
