@@ -12,6 +12,7 @@
 
 #include "base/crypt.h"
 #include "base/log.h"
+#include "base/tlsfiles.h"
 
 static enum err_code int_var(const char *name, int64_t def, int64_t lo, int64_t hi, int64_t *out,
 			     struct err *e)
@@ -216,6 +217,41 @@ static enum err_code parse_egress_proxy(struct config *c, const char *v, struct 
 	return c->egress_proxy ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
+/* HOOKFLOW_CA_FILE, HOOKFLOW_CLIENT_CERT and HOOKFLOW_CLIENT_KEY: the files
+ * are read and checked now (README "TLS"), so that a missing or broken one
+ * stops start-up naming its variable. The CA file's certificates are kept
+ * (they are added to the system's store of every webhook connection); the
+ * client certificate and key are only checked here: libcurl reads them again
+ * for each new connection, so renewed files at the same paths are taken
+ * without a restart. */
+static enum err_code parse_tls(struct config *c, struct err *e)
+{
+	const char *ca = getenv("HOOKFLOW_CA_FILE");
+	const char *cert = getenv("HOOKFLOW_CLIENT_CERT");
+	const char *key = getenv("HOOKFLOW_CLIENT_KEY");
+	if (ca != NULL && *ca != '\0') {
+		if (tlsfiles_read_cas("HOOKFLOW_CA_FILE", ca, &c->extra_cas, e))
+			return e->code;
+		if ((c->ca_file = strdup(ca)) == NULL)
+			return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	bool has_cert = cert != NULL && *cert != '\0', has_key = key != NULL && *key != '\0';
+	if (has_cert != has_key)
+		return err_set(e, ERR_INVALID,
+			       "%s: required with %s (a client certificate needs both)",
+			       has_cert ? "HOOKFLOW_CLIENT_KEY" : "HOOKFLOW_CLIENT_CERT",
+			       has_cert ? "HOOKFLOW_CLIENT_CERT" : "HOOKFLOW_CLIENT_KEY");
+	if (!has_cert)
+		return ERR_OK;
+	if (tlsfiles_check_client("HOOKFLOW_CLIENT_CERT", cert, "HOOKFLOW_CLIENT_KEY", key, e))
+		return e->code;
+	c->client_cert = strdup(cert);
+	c->client_key = strdup(key);
+	if (c->client_cert == NULL || c->client_key == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	return ERR_OK;
+}
+
 enum err_code config_load(struct config *c, bool need_db, struct err *e)
 {
 	int64_t n;
@@ -330,6 +366,9 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (v != NULL && *v != '\0' && parse_egress_proxy(c, v, e))
 		return e->code;
 
+	if (parse_tls(c, e))
+		return e->code;
+
 	v = getenv("HOOKFLOW_ENCRYPTION_KEY");
 	if (v != NULL && *v != '\0') {
 		if (crypt_parse_key("HOOKFLOW_ENCRYPTION_KEY", v, c->encryption_key, e))
@@ -405,6 +444,10 @@ void config_cleanup(struct config *c)
 	free(c->test_fault);
 	OPENSSL_cleanse(c->encryption_key, sizeof c->encryption_key);
 	free(c->egress_proxy);
+	free(c->ca_file);
+	tlsfiles_free_cas(c->extra_cas);
+	free(c->client_cert);
+	free(c->client_key);
 	for (int i = 0; i < c->ntokens; i++)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);

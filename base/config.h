@@ -9,6 +9,8 @@
 #include "base/err.h"
 #include "base/netpolicy.h"
 
+struct stack_st_X509; /* OpenSSL's STACK_OF(X509) (base/tlsfiles.h) */
+
 #define CONFIG_MAX_TOKENS 64
 #define CONFIG_MAX_PROXY_URL 512
 #define CONFIG_MIN_TOKEN 16
@@ -61,6 +63,12 @@ struct config {
 	bool has_encryption_key; /* HOOKFLOW_ENCRYPTION_KEY set */
 	unsigned char encryption_key[32]; /* its 32 bytes: seals secrets at rest */
 	char *egress_proxy;               /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
+	/* TLS to webhooks (README "TLS"): */
+	char *ca_file;                   /* HOOKFLOW_CA_FILE: PEM CAs trusted besides the
+					    system's store, or NULL */
+	struct stack_st_X509 *extra_cas; /* its certificates, read at start-up, or NULL */
+	char *client_cert;               /* HOOKFLOW_CLIENT_CERT: PEM certificate, or NULL */
+	char *client_key;                /* HOOKFLOW_CLIENT_KEY: its PEM key (both or neither) */
 	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 

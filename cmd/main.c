@@ -37,6 +37,7 @@
 #include "service/snapshot.h"
 #include "service/submitter.h"
 #include "service/waiters.h"
+#include "service/webhook.h"
 
 #define STARTUP_DB_WAIT_MS 60000
 
@@ -58,7 +59,9 @@ static void usage(void)
 }
 
 /* Opens a connection and applies migrations, retrying while the database is
- * unreachable for up to STARTUP_DB_WAIT_MS. */
+ * unreachable for up to STARTUP_DB_WAIT_MS. TLS refused (a certificate that
+ * does not verify, a missing sslrootcert file...) stops at once, with
+ * libpq's reason: waiting would not change it. */
 static struct db_conn *migrate(const struct config *cfg)
 {
 	int64_t give_up = timefmt_mono_ms() + STARTUP_DB_WAIT_MS;
@@ -66,7 +69,7 @@ static struct db_conn *migrate(const struct config *cfg)
 		struct err e = {0};
 		struct db_conn *c = NULL;
 		struct db_migrate_report rep = {0};
-		if (db_conn_open(cfg->database_url, &c, &e) == ERR_OK &&
+		if (db_conn_open_startup(cfg->database_url, &c, &e) == ERR_OK &&
 		    db_migrate(c, &rep, &e) == ERR_OK) {
 			log_info("main", "schema ready", "schema=%s applied=%d engine_loaded=%s",
 				 db_schema_version(), rep.applied,
@@ -201,6 +204,10 @@ static int serve(struct config *cfg)
 		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d egress=%s",
 		 instance, cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
 		 cfg->max_inflight, cfg->egress_proxy ? cfg->egress_proxy : "direct");
+	if (cfg->ca_file != NULL || cfg->client_cert != NULL)
+		log_info("main", "webhook TLS", "ca_file=%s client_cert=%s",
+			 cfg->ca_file ? cfg->ca_file : "none",
+			 cfg->client_cert ? cfg->client_cert : "none");
 
 	int sig = 0;
 	sigwait(&set, &sig);
@@ -229,7 +236,7 @@ static int migrate_check(const struct config *cfg)
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	struct strbuf diff = {0};
-	if (db_conn_open(cfg->database_url, &c, &e) == ERR_OK)
+	if (db_conn_open_startup(cfg->database_url, &c, &e) == ERR_OK)
 		db_schema_check(c, &diff, &e);
 	db_conn_free(c);
 	if (diff.len > 0)
@@ -300,6 +307,9 @@ int main(int argc, char **argv)
 	log_setup((enum log_level)cfg.log_level, cfg.log_json);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		die("curl_global_init failed");
+	struct webhook_tls tls = {.extra_cas = cfg.extra_cas};
+	if (webhook_tls_check(&tls, &e))
+		die(e.msg);
 
 	int rc;
 	if (check) {

@@ -26,6 +26,7 @@
 struct db_conn {
 	char *url;
 	PGconn *pg;
+	char failure[300]; /* why the last connect failed: libpq's text, for the operator */
 	const char *prepared[MAX_PREPARED]; /* names of statements prepared on pg */
 	int nprepared;
 };
@@ -64,8 +65,11 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 		/* PostgreSQL's own text names the host, port, user and database:
 		 * it goes to the log, never into an error that may reach a client. */
 		char msg[300];
-		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->pg));
-		msg[strcspn(msg, "\n")] = '\0';
+		if (!db_tls_failure(PQerrorMessage(c->pg), msg, sizeof msg)) {
+			snprintf(msg, sizeof msg, "%s", PQerrorMessage(c->pg));
+			msg[strcspn(msg, "\n")] = '\0';
+		}
+		snprintf(c->failure, sizeof c->failure, "%s", msg);
 		log_warn("db", "cannot connect", "error=\"%s\"", msg);
 		PQfinish(c->pg);
 		c->pg = NULL;
@@ -76,6 +80,66 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 	PGresult *r = PQexec(c->pg, "SET TIME ZONE 'UTC'");
 	PQclear(r);
 	return ERR_OK;
+}
+
+/* The lines of libpq's connection errors that say TLS was refused (its
+ * messages are in English: hookflow never calls setlocale). "SSL error:"
+ * lines are OpenSSL's reasons, except an end of file in the middle of the
+ * handshake, which a server going down gives too. */
+static bool tls_line(const char *line, size_t n)
+{
+	static const char *const marks[] = {
+		"certificate",         /* server certificate for "x" does not match host
+					* name "y", certificate verify failed, root
+					* certificate file "f" does not exist... */
+		"private key",         /* sslkey: its file is missing or readable by others */
+		"does not support SSL" /* sslmode=require or stronger, server without TLS */
+	};
+	char buf[512];
+	snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : sizeof buf - 1), line);
+	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+		if (strstr(buf, marks[i]) != NULL)
+			return true;
+	return strstr(buf, "SSL error:") != NULL && strcasestr(buf, "eof") == NULL;
+}
+
+bool db_tls_failure(const char *msg, char *out, size_t out_len)
+{
+	for (const char *p = msg; p != NULL && *p != '\0';) {
+		size_t n = strcspn(p, "\n");
+		if (tls_line(p, n)) {
+			if (out_len > 0)
+				snprintf(out, out_len, "%.*s", (int)n, p);
+			return true;
+		}
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	return false;
+}
+
+enum err_code db_conn_open_startup(const char *url, struct db_conn **out, struct err *e)
+{
+	*out = NULL;
+	struct db_conn *c = calloc(1, sizeof *c);
+	if (c == NULL || (c->url = strdup(url)) == NULL) {
+		free(c);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	struct err ce = {0};
+	if (connect_pg(c, &ce) == ERR_OK) {
+		*out = c;
+		return ERR_OK;
+	}
+	char msg[sizeof c->failure];
+	bool tls = db_tls_failure(c->failure, msg, sizeof msg);
+	if (tls)
+		err_set(e, ERR_INVALID, "TLS to the database refused: %s", msg);
+	else
+		err_set(e, ce.code, "%s", c->failure[0] ? c->failure : ce.msg);
+	db_conn_free(c);
+	return e->code;
 }
 
 enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e)

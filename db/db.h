@@ -51,6 +51,20 @@ json_t *db_json_parse(const char *s, size_t len);
 
 enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e);
 
+/* db_conn_open for the program's start-up and commands, which tell the
+ * operator why a connection failed: e->msg is then libpq's own text (it names
+ * the host, port, user and database: for the operator's terminal and log,
+ * never for a client). ERR_INVALID when TLS was refused (the server's
+ * certificate failed sslmode=verify-ca/verify-full, a file named by
+ * sslrootcert/sslcert/sslkey is missing, the server has no TLS...): waiting
+ * will not help. ERR_UNAVAILABLE otherwise. */
+enum err_code db_conn_open_startup(const char *url, struct db_conn **out, struct err *e);
+
+/* Whether libpq's connection error `msg` (borrowed; several lines when
+ * several addresses were tried) says that TLS was refused; the line that
+ * says so is copied to `out` (`out_len` bytes). Pure. */
+bool db_tls_failure(const char *msg, char *out, size_t out_len);
+
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 

@@ -1084,9 +1084,13 @@ enum err_code dispatcher_start(struct dispatcher *d, struct err *e)
 		struct worker *w = &d->workers[i];
 		w->epfd = epoll_create1(EPOLL_CLOEXEC);
 		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		w->wc = w->epfd >= 0 ? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
-							  &d->cfg->egress, d->cfg->egress_proxy)
-				     : NULL;
+		struct webhook_tls tls = {.extra_cas = d->cfg->extra_cas,
+					  .client_cert = d->cfg->client_cert,
+					  .client_key = d->cfg->client_key};
+		w->wc = w->epfd >= 0
+				? webhook_client_new(w->epfd, d->cfg->max_response_bytes,
+						     &d->cfg->egress, d->cfg->egress_proxy, &tls)
+				: NULL;
 		if (w->epfd < 0 || w->evfd < 0 || w->wc == NULL)
 			return err_set(e, ERR_INTERNAL, "dispatcher: cannot create worker %d", i);
 		struct epoll_event ev = {.events = EPOLLIN, .data.fd = w->evfd};

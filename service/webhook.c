@@ -22,12 +22,28 @@
  * is applied before: the webhook's host is resolved here (resolver.c, off this
  * thread), the first address the policy allows is picked, and the proxy is
  * told to CONNECT to that address (CURLOPT_CONNECT_TO, with a tunnel forced
- * for plain http too), never to the name, which it would resolve itself. */
+ * for plain http too), never to the name, which it would resolve itself.
+ *
+ * TLS: https webhooks are verified against the system's store (libcurl's
+ * default CA bundle and path). HOOKFLOW_CA_FILE's certificates, read once at
+ * start-up, are added to that store as each connection's SSL_CTX is set up
+ * (CURLOPT_SSL_CTX_FUNCTION): CURLOPT_CAINFO would replace the system's
+ * bundle, not add to it, and a combined bundle would need a file of our own
+ * or the whole system bundle parsed again for every connection. A client
+ * certificate is given to libcurl by path (CURLOPT_SSLCERT/SSLKEY), read for
+ * each new connection, so renewed files are taken without a restart. Without
+ * one, the same hook notes when a server asks for a client certificate: a
+ * server that requires one often cuts the connection so fast that libcurl's
+ * own error says nothing of TLS, so the call's error says it. */
 #include "service/webhook.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +79,8 @@ struct webhook_call {
 	long status;
 	CURLcode code;
 	char errbuf[CURL_ERROR_SIZE];
+	SSL_CTX *ssl_ctx;    /* the TLS context of its connection while it sets up, or NULL */
+	bool cert_requested; /* the server asked for a client certificate, none was given */
 	bool done;
 	bool aborted;
 	int timeout_ms;
@@ -96,6 +114,7 @@ struct webhook_client {
 	int epfd;
 	int64_t max_response;
 	const struct netpolicy *egress;
+	struct webhook_tls tls;          /* all NULL: the system's store, no client cert */
 	const char *proxy;               /* HOOKFLOW_EGRESS_PROXY, or NULL: direct */
 	struct resolver *resolver;       /* with a proxy */
 	struct webhook_call **resolving; /* calls waiting for their host, a min-heap by deadline */
@@ -270,8 +289,106 @@ static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct 
 	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
+/* ---- TLS -----------------------------------------------------------------
+ * Each new TLS connection's SSL_CTX points at the call that opened it (ex
+ * data) until the call completes, so that on_cert_request can note a
+ * server's request for a client certificate in the call. The two point at
+ * each other weakly: a call that completes clears the context's pointer, a
+ * context freed first (its connection closed) clears the call's. Both
+ * happen on the client's thread. This rests on libcurl making an SSL_CTX of
+ * its own for each connection (it caches sessions and, from 7.87, the CA
+ * store, never a context). */
+
+static int ssl_ctx_index = -1;
+static pthread_once_t ssl_ctx_index_once = PTHREAD_ONCE_INIT;
+
+/* OpenSSL frees a context (of any SSL_CTX in the process: `ptr` is NULL but
+ * for ours). */
+static void on_ssl_ctx_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+			    void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	struct webhook_call *call = ptr;
+	if (call != NULL)
+		call->ssl_ctx = NULL;
+}
+
+static void ssl_ctx_index_init(void)
+{
+	ssl_ctx_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, on_ssl_ctx_free);
+}
+
+/* Forgets the call's connection context (the call is done). */
+static void tls_detach(struct webhook_call *call)
+{
+	if (call->ssl_ctx != NULL) {
+		SSL_CTX_set_ex_data(call->ssl_ctx, ssl_ctx_index, NULL);
+		call->ssl_ctx = NULL;
+	}
+}
+
+/* OpenSSL asks for a client certificate when the server wants one and none
+ * is configured: none is sent (the server decides), and the call notes it. */
+static int on_cert_request(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+	(void)x509;
+	(void)pkey;
+	struct webhook_call *call = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ssl_ctx_index);
+	if (call != NULL)
+		call->cert_requested = true;
+	return 0;
+}
+
+/* libcurl's SSL_CTX hook, for each new TLS connection of `arg` (the call),
+ * once the system's store is loaded: adds HOOKFLOW_CA_FILE's certificates to
+ * it (a certificate the store holds already, as when libcurl shares one store
+ * between connections, is taken as added), and without a client certificate
+ * watches for a server asking for one. */
+static CURLcode on_ssl_ctx(CURL *easy, void *ssl_ctx, void *arg)
+{
+	(void)easy;
+	struct webhook_call *call = arg;
+	const struct webhook_client *wc = call->wc;
+	const STACK_OF(X509) *cas = (const STACK_OF(X509) *)wc->tls.extra_cas;
+	X509_STORE *store = SSL_CTX_get_cert_store(ssl_ctx);
+	for (int i = 0; cas != NULL && i < sk_X509_num(cas); i++) {
+		if (store == NULL || X509_STORE_add_cert(store, sk_X509_value(cas, i)) != 1) {
+			ERR_clear_error();
+			return CURLE_OUT_OF_MEMORY;
+		}
+	}
+	if (wc->tls.client_cert == NULL && ssl_ctx_index >= 0 &&
+	    SSL_CTX_set_ex_data(ssl_ctx, ssl_ctx_index, call) == 1) {
+		/* A call that opens another connection (libcurl retrying on a
+		 * fresh one) lets go of the first. */
+		if (call->ssl_ctx != NULL && call->ssl_ctx != ssl_ctx)
+			SSL_CTX_set_ex_data(call->ssl_ctx, ssl_ctx_index, NULL);
+		call->ssl_ctx = ssl_ctx;
+		SSL_CTX_set_client_cert_cb(ssl_ctx, on_cert_request);
+	}
+	return CURLE_OK;
+}
+
+enum err_code webhook_tls_check(const struct webhook_tls *tls, struct err *e)
+{
+	if (tls == NULL || tls->extra_cas == NULL)
+		return ERR_OK;
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	if (v->ssl_version == NULL || strncmp(v->ssl_version, "OpenSSL/", 8) != 0)
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_CA_FILE: needs libcurl built with OpenSSL (this one uses "
+			       "%s)",
+			       v->ssl_version ? v->ssl_version : "no TLS");
+	return ERR_OK;
+}
+
 struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
-					  const struct netpolicy *egress, const char *proxy)
+					  const struct netpolicy *egress, const char *proxy,
+					  const struct webhook_tls *tls)
 {
 	struct webhook_client *wc = calloc(1, sizeof *wc);
 	if (wc == NULL)
@@ -280,6 +397,9 @@ struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
 	wc->max_response = max_response_bytes;
 	wc->egress = egress;
 	wc->proxy = proxy;
+	if (tls != NULL)
+		wc->tls = *tls;
+	pthread_once(&ssl_ctx_index_once, ssl_ctx_index_init);
 	if (shard_add(wc) == NULL) {
 		free(wc->shards);
 		free(wc);
@@ -380,6 +500,7 @@ static void heap_remove(struct webhook_client *wc, struct webhook_call *c)
 
 static void call_release(struct webhook_call *call)
 {
+	tls_detach(call);
 	easy_put(call->wc, call->easy);
 	free(call->hdrs);
 	curl_slist_free_all(call->connect_to);
@@ -396,6 +517,16 @@ static void finish(struct webhook_client *wc, struct webhook_call *call, CURLcod
 		return;
 	call->done = true;
 	call->code = code;
+	tls_detach(call);
+	if (code != CURLE_OK && call->cert_requested) {
+		char why[CURL_ERROR_SIZE];
+		snprintf(why, sizeof why, "%s",
+			 call->errbuf[0] ? call->errbuf : curl_easy_strerror(code));
+		snprintf(call->errbuf, sizeof call->errbuf,
+			 "TLS: the server asked for a client certificate, none was sent "
+			 "(HOOKFLOW_CLIENT_CERT is not set): %.150s",
+			 why);
+	}
 	if (call->aprev)
 		call->aprev->anext = call->anext;
 	else
@@ -786,6 +917,17 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 		/* CONNECT for plain http too: an absolute-URI request would let
 		 * the proxy resolve the name itself. */
 		curl_easy_setopt(c, CURLOPT_HTTPPROXYTUNNEL, 1L);
+	if (wc->tls.extra_cas != NULL || wc->tls.client_cert == NULL) {
+		/* CURLE_NOT_BUILT_IN but with OpenSSL: webhook_tls_check refused
+		 * extra CAs then, and the note of a certificate request is a
+		 * nicety. */
+		curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+		curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, call);
+	}
+	if (wc->tls.client_cert != NULL) {
+		curl_easy_setopt(c, CURLOPT_SSLCERT, wc->tls.client_cert);
+		curl_easy_setopt(c, CURLOPT_SSLKEY, wc->tls.client_key);
+	}
 	call->started_ms = timefmt_mono_ms();
 	call->deadline_ms = call->started_ms + req->timeout_ms;
 	shards_trim(wc, call->started_ms);

@@ -23,6 +23,21 @@
 
 struct webhook_client;
 struct webhook_call;
+struct stack_st_X509; /* OpenSSL's STACK_OF(X509) */
+
+/* TLS of the calls (README "TLS"). Servers are verified against the system's
+ * store (libcurl's default CA bundle) plus `extra_cas`. */
+struct webhook_tls {
+	const struct stack_st_X509 *extra_cas; /* HOOKFLOW_CA_FILE's certificates, or NULL */
+	const char *client_cert; /* HOOKFLOW_CLIENT_CERT: PEM file shown when a server asks
+				    for a client certificate, or NULL */
+	const char *client_key;  /* HOOKFLOW_CLIENT_KEY: its key, with client_cert */
+};
+
+/* Whether this libcurl can apply `tls`: adding CAs to the system's store
+ * takes libcurl built with OpenSSL. ERR_INVALID naming HOOKFLOW_CA_FILE
+ * otherwise. Call once at start-up, after curl_global_init. */
+enum err_code webhook_tls_check(const struct webhook_tls *tls, struct err *e);
 
 /* One call to make. webhook_call_start takes `body` (malloc'd, NUL-terminated,
  * body_len bytes before the NUL) whether it succeeds or fails; the other
@@ -47,9 +62,12 @@ struct webhook_request {
  * borrowed: HOOKFLOW_EGRESS_PROXY), every call goes through that proxy: the
  * webhook's host is resolved here (on helper threads; the resolver's eventfd
  * joins `epfd`), and the proxy is told to CONNECT to the first address
- * `egress` allows. Returns NULL when out of memory or out of threads. */
+ * `egress` allows. `tls` (copied; the certificates and paths it points to are
+ * borrowed for the client's life; NULL: the system's store, no client
+ * certificate) applies to every https call. Returns NULL when out of memory or out of threads. */
 struct webhook_client *webhook_client_new(int epfd, int64_t max_response_bytes,
-					  const struct netpolicy *egress, const char *proxy);
+					  const struct netpolicy *egress, const char *proxy,
+					  const struct webhook_tls *tls);
 
 /* Aborts every call still in flight and frees the client. NULL is a no-op. */
 void webhook_client_free(struct webhook_client *wc);

@@ -17,6 +17,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -188,10 +189,16 @@ class Postgres:
     """A throwaway PostgreSQL cluster in a temp dir, on a private port on
     127.0.0.1 and a unix socket in the temp dir. When run as root, the server
     runs as an unprivileged system user (HOOKFLOW_TEST_PG_USER, default
-    hookflow-test, created when missing)."""
+    hookflow-test, created when missing).
 
-    def __init__(self, base_dir):
+    With `ssl` (an object with .cert and .key, PEM file paths: see
+    tls_certs.py) the server speaks TLS with that certificate and pg_hba
+    accepts TCP connections over TLS only (plain ones are rejected); the unix
+    socket stays open for the harness."""
+
+    def __init__(self, base_dir, ssl=None):
         self.base_dir = base_dir
+        self.ssl = ssl
         self.data_dir = os.path.join(base_dir, "pgdata")
         self.sock_dir = os.path.join(base_dir, "pgsock")
         self.log_path = os.path.join(base_dir, "postgres.log")
@@ -236,7 +243,36 @@ class Postgres:
                     "shared_buffers = 64MB\n"
                     "log_min_messages = warning\n"
                     "log_line_prefix = '%%m [%%p] %%d '\n" % (self.port, self.sock_dir))
+            if self.ssl is not None:
+                f.write("ssl = on\n"
+                        "ssl_cert_file = 'server.crt'\n"
+                        "ssl_key_file = 'server.key'\n")
+        if self.ssl is not None:
+            self.use_certificate(self.ssl)
+            with open(os.path.join(self.data_dir, "pg_hba.conf"), "w") as f:
+                f.write("# hookflow integration tests: TCP over TLS only\n"
+                        "local all all trust\n"
+                        "hostssl all all 127.0.0.1/32 trust\n"
+                        "hostnossl all all 0.0.0.0/0 reject\n")
         self.start()
+
+    def use_certificate(self, cert):
+        """Installs `cert` (.cert, .key: PEM paths) as the server's
+        certificate (readable by the server's user only, as PostgreSQL
+        requires of the key). A running server takes it at its next start or
+        reload()."""
+        for src, name in ((cert.cert, "server.crt"), (cert.key, "server.key")):
+            dst = os.path.join(self.data_dir, name)
+            shutil.copyfile(src, dst)
+            os.chmod(dst, 0o600)
+            if self.run_as:
+                pw = pwd.getpwnam(self.run_as)
+                os.chown(dst, pw.pw_uid, pw.pw_gid)
+
+    def reload(self):
+        """pg_ctl reload: new connections see the configuration and
+        certificate files as they are now."""
+        self._run([os.path.join(PG_BIN, "pg_ctl"), "-D", self.data_dir, "reload"])
 
     def start(self):
         self._run([os.path.join(PG_BIN, "pg_ctl"), "-D", self.data_dir, "-l", self.log_path,
@@ -785,6 +821,12 @@ class Request:
         self.answered_at = None
         self.disconnected = threading.Event()
         self._sock = sock
+        self.peer_cert = None  # over https: the client's certificate (getpeercert()), if it sent one
+        if isinstance(sock, ssl.SSLSocket):
+            try:
+                self.peer_cert = sock.getpeercert() or None
+            except (ValueError, OSError):
+                pass
 
     def field(self, name, default=None):
         return self.json.get(name, default) if isinstance(self.json, dict) else default
@@ -812,7 +854,9 @@ def _peer_closed(sock):
         r, _, _ = select.select([sock], [], [], 0)
         if not r:
             return False
-        data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        # The plain socket's recv: an https connection's SSLSocket refuses
+        # flags, and a peek at its raw bytes sees the end all the same.
+        data = socket.socket.recv(sock, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         return data == b""
     except BlockingIOError:
         return False
@@ -824,13 +868,20 @@ class Webhook:
     """A threaded HTTP/1.1 server (keep-alive) on 127.0.0.1 whose behaviour the
     test programs per path with route(path, fn): fn(request) returns a Reply, a
     Hang, a Close, or None (then 404). Every request is recorded before its
-    handler runs."""
+    handler runs.
 
-    def __init__(self):
+    With `tls` (a server-side ssl.SSLContext) it speaks https: each accepted
+    connection's handshake runs on its own thread; `connections` counts the
+    connections accepted and `tls_errors` records why handshakes failed."""
+
+    def __init__(self, tls=None):
         self._lock = threading.Condition()
         self._requests = []
         self._routes = {}
         self.errors = []
+        self.tls = tls
+        self.connections = 0
+        self.tls_errors = []
         self._shutdown = threading.Event()
         hook = self
 
@@ -841,6 +892,19 @@ class Webhook:
 
             def log_message(self, fmt, *args):
                 pass
+
+            def setup(self):
+                if hook.tls is not None:
+                    self.request.settimeout(10)
+                    try:
+                        self.request.do_handshake()
+                    except (ssl.SSLError, OSError) as e:
+                        with hook._lock:
+                            hook.tls_errors.append(str(e))
+                            hook._lock.notify_all()
+                        raise
+                    self.request.settimeout(None)
+                super().setup()
 
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -907,6 +971,18 @@ class Webhook:
             def handle_error(self, request, client_address):
                 pass  # connection resets from an aborting client are expected
 
+            def get_request(self):
+                conn, addr = super().get_request()
+                with hook._lock:
+                    hook.connections += 1
+                    hook._lock.notify_all()
+                if hook.tls is not None:
+                    # The handshake runs in the handler's thread (setup), not
+                    # in the accepting one.
+                    conn = hook.tls.wrap_socket(conn, server_side=True,
+                                                do_handshake_on_connect=False)
+                return conn, addr
+
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -915,8 +991,8 @@ class Webhook:
 
     # ---- programming ----
 
-    def url(self, path="/steps"):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+    def url(self, path="/steps", host="127.0.0.1"):
+        return "%s://%s:%d%s" % ("https" if self.tls is not None else "http", host, self.port, path)
 
     def route(self, path, fn):
         """fn(request) -> Reply | Hang | Close | None for requests whose path
