@@ -1038,20 +1038,28 @@ int cli_main(int argc, char **argv)
 	if (strcmp(argv[1], "check-webhook") == 0)
 		return check_webhook_main(argc, argv);
 	const struct command *cmd = NULL;
-	bool group_known = false;
 	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
 		const struct command *k = &commands[i];
 		if (strcmp(k->group, argv[1]) != 0)
 			continue;
-		group_known = true;
 		if (k->verb == NULL || (argc > 2 && strcmp(k->verb, argv[2]) == 0))
 			cmd = k;
 	}
 	if (cmd == NULL) {
-		char msg[160];
-		snprintf(msg, sizeof msg, "%s %.60s: unknown command", argv[1],
-			 argc > 2 ? argv[2] : "(nothing)");
-		return usage_error(group_known ? argv[1] : "hookflow", msg);
+		/* A known group (cli_is_command said so) without a known verb. */
+		struct strbuf msg = {0};
+		if (argc > 2)
+			strbuf_printf(&msg, "%.60s: unknown command; ", argv[2]);
+		strbuf_puts(&msg, "one of");
+		const char *sep = " ";
+		for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+			if (strcmp(commands[i].group, argv[1]) == 0) {
+				strbuf_printf(&msg, "%s%s %s", sep, argv[1], commands[i].verb);
+				sep = ", ";
+			}
+		int rc = usage_error(argv[1], msg.data ? msg.data : "unknown command");
+		strbuf_cleanup(&msg);
+		return rc;
 	}
 	char what[64];
 	snprintf(what, sizeof what, "%s%s%s", cmd->group, cmd->verb ? " " : "",
