@@ -33,7 +33,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o $(BUILD)/gen/e
             $(BUILD)/gen/openapi.o $(BUILD)/gen/dashboard.o
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 ENGINE_SQL := $(sort $(wildcard db/engine/*.sql))
-MAIN_OBJ := $(BUILD)/cmd/main.o
+MAIN_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cmd/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)

@@ -452,3 +452,62 @@ void config_cleanup(struct config *c)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);
 }
+
+/* True when `s` is 1..max bytes of visible ASCII (no space, no control). */
+static bool visible_ascii(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+enum err_code config_client_load(struct client_config *c, struct err *e)
+{
+	const char *v = getenv("HOOKFLOW_URL");
+	if (v == NULL || *v == '\0')
+		v = "http://127.0.0.1:8080";
+	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_URL: must start with http:// or https:// (the service's "
+			       "base URL, e.g. http://127.0.0.1:8080)");
+	if (!visible_ascii(v, CONFIG_MAX_CLIENT_URL))
+		return err_set(
+			e, ERR_INVALID,
+			"HOOKFLOW_URL: must be at most %d bytes of visible ASCII (no spaces)",
+			CONFIG_MAX_CLIENT_URL);
+	if (strpbrk(v, "?#") != NULL)
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_URL: must be a base URL without a query or fragment");
+	const char *host = v + (v[4] == ':' ? 7 : 8);
+	if (*host == '\0' || *host == '/')
+		return err_set(e, ERR_INVALID, "HOOKFLOW_URL: must name a host after the scheme");
+	size_t l = strlen(v);
+	while (l > 0 && v[l - 1] == '/')
+		l--;
+	const char *t = getenv("HOOKFLOW_TOKEN");
+	if (t != NULL && *t != '\0' && !visible_ascii(t, CONFIG_MAX_TOKEN))
+		return err_set(
+			e, ERR_INVALID,
+			"HOOKFLOW_TOKEN: must be at most %d bytes of visible ASCII (no spaces)",
+			CONFIG_MAX_TOKEN);
+	c->url = strndup(v, l);
+	c->token = t != NULL && *t != '\0' ? strdup(t) : NULL;
+	if (c->url == NULL || (t != NULL && *t != '\0' && c->token == NULL)) {
+		config_client_cleanup(c);
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+	return ERR_OK;
+}
+
+void config_client_cleanup(struct client_config *c)
+{
+	free(c->url);
+	if (c->token != NULL)
+		OPENSSL_cleanse(c->token, strlen(c->token));
+	free(c->token);
+	memset(c, 0, sizeof *c);
+}

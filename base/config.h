@@ -105,4 +105,24 @@ void config_db_budget(const struct config *c, struct config_db_budget *out);
 
 void config_cleanup(struct config *c);
 
+/* ---- the command line client (README "Command line") ---------------- */
+
+#define CONFIG_MAX_CLIENT_URL 2048
+
+/* What `hookflow runs ...` and the other client commands talk to. Strings
+ * owned by the struct; release with config_client_cleanup. */
+struct client_config {
+	char *url;   /* HOOKFLOW_URL without a trailing '/', default http://127.0.0.1:8080 */
+	char *token; /* HOOKFLOW_TOKEN (sent as "Authorization: Bearer"), or NULL */
+};
+
+/* Reads HOOKFLOW_URL (http:// or https://, at most 2048 bytes of visible
+ * ASCII, no query or fragment) and HOOKFLOW_TOKEN (at most 512 bytes of
+ * visible ASCII) into `c` (zeroed by the caller). Nothing else is read: the
+ * client needs no database. ERR_INVALID naming the variable on a bad value. */
+enum err_code config_client_load(struct client_config *c, struct err *e);
+
+/* Frees what `c` owns and zeroes it. */
+void config_client_cleanup(struct client_config *c);
+
 #endif

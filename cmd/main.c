@@ -1,6 +1,9 @@
 /* main: the hookflow binary: `hookflow serve` runs the service, `hookflow
  * migrate` brings the database's schema and engine up to this binary
- * (`--check` only compares), `hookflow version` says what it is.
+ * (`--check` only compares), `hookflow version` says what it is, `hookflow
+ * help` lists every command. The client commands (`runs`, `signal`,
+ * `workflows`, `dead-letters`, `check-webhook`) are cmd/cli.c's: they read
+ * no database configuration.
  *
  * Start-up order: configuration (validated, naming the bad variable), schema
  * migrations (retried while the database comes up), then the connection pool,
@@ -23,6 +26,7 @@
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "base/version.h"
+#include "cmd/cli.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/keys.h"
@@ -52,9 +56,7 @@ static void die(const char *msg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: hookflow serve | migrate [--check] | rotate-keys [--grace-ms N] | "
-			"version\n"
-			"configuration: HOOKFLOW_* environment variables (see README.md)\n");
+	cli_usage(stderr);
 	exit(2);
 }
 
@@ -274,6 +276,18 @@ static int rotate_keys(const struct config *cfg, int64_t grace_ms)
 
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+			  strcmp(argv[1], "-h") == 0)) {
+		cli_usage(stdout);
+		return 0;
+	}
+	if (argc >= 2 && cli_is_command(argv[1])) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+			die("curl_global_init failed");
+		int rc = cli_main(argc, argv);
+		curl_global_cleanup();
+		return rc;
+	}
 	if (argc < 2 || argc > 4)
 		usage();
 	const char *cmd = argv[1];

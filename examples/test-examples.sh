@@ -7,7 +7,8 @@
 #   fails its first attempt after memoizing its quote, see the run wait for its
 #   signal, send the signal, long-poll the run to `succeeded` and check that the
 #   retry reused the memoized quote, that the callback arrived, and that the
-#   webhook refuses unsigned, wrongly signed and stale requests with 401.
+#   webhook refuses unsigned, wrongly signed and stale requests with 401;
+#   then `hookflow check-webhook` passes every item of its conformance check.
 #
 # Exit status 0 when every example passed. Needs build/hookflow (make), the
 # PostgreSQL 15 server binaries, python3, node (skipped with a message when
@@ -230,9 +231,17 @@ check_example() { # NAME
 	done
 	grep -q "callback: run $run succeeded" "$log" || die "$name: no terminal callback received"
 
+	# The conformance check (README "Checking a webhook"): every item passes.
+	# Step 9 is one the example does not know: it answers fail.
+	"$bin" check-webhook "http://127.0.0.1:$whport/steps" --secret "$secret" --error-step 9 \
+		>"$tmp/check-$name.log" 2>&1 ||
+		die "$name: hookflow check-webhook failed: $(cat "$tmp/check-$name.log")"
+	grep -q '^10 passed, 0 failed, 0 skipped$' "$tmp/check-$name.log" ||
+		die "$name: check-webhook did not pass every item: $(cat "$tmp/check-$name.log")"
+
 	kill -TERM "$whpid"
 	wait "$whpid" 2>/dev/null || true
-	say "$name: PASSED (signatures, memo across a retry, signal, callback)"
+	say "$name: PASSED (signatures, memo across a retry, signal, callback, check-webhook)"
 	passed=$((passed + 1))
 }
 

@@ -1,7 +1,8 @@
 /* Unit tests of config: HOOKFLOW_API_TOKENS with scopes, the limits of
  * issue 12 (HOOKFLOW_MAX_CONNS_PER_IP, HOOKFLOW_REQUEST_TIMEOUT_MS), and the
  * TLS files of issue 17 (HOOKFLOW_CA_FILE, HOOKFLOW_CLIENT_CERT,
- * HOOKFLOW_CLIENT_KEY). */
+ * HOOKFLOW_CLIENT_KEY), and the command line client's HOOKFLOW_URL and
+ * HOOKFLOW_TOKEN. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -320,6 +321,72 @@ static void test_a_bad_client_certificate_or_key_is_refused_naming_it(void **sta
 		       "is not the key of HOOKFLOW_CLIENT_CERT's certificate");
 }
 
+static void test_client_defaults_and_needs_nothing_else(void **state)
+{
+	(void)state;
+	struct client_config c = {0};
+	struct err e = {0};
+	unsetenv("HOOKFLOW_URL");
+	unsetenv("HOOKFLOW_TOKEN");
+	setenv("HOOKFLOW_DATABASE_URL", "", 1);
+	assert_int_equal(config_client_load(&c, &e), ERR_OK);
+	assert_string_equal(c.url, "http://127.0.0.1:8080");
+	assert_null(c.token);
+	config_client_cleanup(&c);
+	assert_null(c.url);
+	setenv("HOOKFLOW_URL", "https://hookflow.example.com/base///", 1);
+	setenv("HOOKFLOW_TOKEN", "tok-" T16, 1);
+	assert_int_equal(config_client_load(&c, &e), ERR_OK);
+	assert_string_equal(c.url, "https://hookflow.example.com/base");
+	assert_string_equal(c.token, "tok-" T16);
+	config_client_cleanup(&c);
+	unsetenv("HOOKFLOW_URL");
+	unsetenv("HOOKFLOW_TOKEN");
+	unsetenv("HOOKFLOW_DATABASE_URL");
+}
+
+static void test_client_refuses_bad_values_naming_the_variable(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *url, *token, *why;
+	} cases[] = {
+		{"127.0.0.1:8080", NULL, "HOOKFLOW_URL: must start with http:// or https://"},
+		{"http://", NULL, "HOOKFLOW_URL: must name a host"},
+		{"http:///x", NULL, "HOOKFLOW_URL: must name a host"},
+		{"http://a b", NULL, "HOOKFLOW_URL: must be at most 2048 bytes of visible ASCII"},
+		{"http://h/?q=1", NULL, "HOOKFLOW_URL: must be a base URL without a query"},
+		{"http://h\n", NULL, "HOOKFLOW_URL: must be at most"},
+		{"http://h", "two words",
+		 "HOOKFLOW_TOKEN: must be at most 512 bytes of visible ASCII"},
+		{"http://h", "line\r\nX-Evil: 1", "HOOKFLOW_TOKEN: must be"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct client_config c = {0};
+		struct err e = {0};
+		setenv("HOOKFLOW_URL", cases[i].url, 1);
+		if (cases[i].token)
+			setenv("HOOKFLOW_TOKEN", cases[i].token, 1);
+		else
+			unsetenv("HOOKFLOW_TOKEN");
+		assert_int_equal(config_client_load(&c, &e), ERR_INVALID);
+		assert_non_null(strstr(e.msg, cases[i].why));
+		assert_null(c.url);
+		assert_null(c.token);
+	}
+	static char long_url[2100];
+	memcpy(long_url, "http://", 7);
+	memset(long_url + 7, 'a', 2090);
+	long_url[2097] = '\0';
+	setenv("HOOKFLOW_URL", long_url, 1);
+	unsetenv("HOOKFLOW_TOKEN");
+	struct client_config c = {0};
+	struct err e = {0};
+	assert_int_equal(config_client_load(&c, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "HOOKFLOW_URL: must be at most 2048 bytes"));
+	unsetenv("HOOKFLOW_URL");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +405,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_a_bad_client_certificate_or_key_is_refused_naming_it, setup,
 			teardown_files),
+		cmocka_unit_test(test_client_defaults_and_needs_nothing_else),
+		cmocka_unit_test(test_client_refuses_bad_values_naming_the_variable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
