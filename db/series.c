@@ -35,6 +35,9 @@
 #define STATUS_COUNTS(from, ...) "(SELECT jsonb_build_object(" __VA_ARGS__ ") FROM " from ")"
 #define N(s) "'" s "', count(*) FILTER (WHERE status = '" s "')"
 
+/* A sampled attempt's workflow is read by a scalar subquery, one primary-key
+ * lookup per attempt: an EXISTS would be planned as a semi-join, which may
+ * hash every run of the workflow (tests/integration/test_size_plans.py). */
 static const struct db_stmt q_workflow_stats = {
 	"workflow_stats",
 	"WITH w AS (SELECT w.name, w.paused FROM workflow w WHERE w.name = $1),"
@@ -43,7 +46,7 @@ static const struct db_stmt q_workflow_stats = {
 	" att AS (SELECT raw.result,"
 	" extract(epoch FROM raw.finished_at - raw.started_at) * 1000 AS ms FROM raw"
 	" WHERE raw.finished_at >= (SELECT since FROM win)"
-	" AND EXISTS (SELECT 1 FROM run r WHERE r.run_id = raw.run_id AND r.workflow = $1)),"
+	" AND (SELECT r.workflow FROM run r WHERE r.run_id = raw.run_id) = $1),"
 	" act AS (SELECT r.status FROM run r WHERE r.workflow = $1"
 	" AND r.status NOT IN ('succeeded', 'failed', 'cancelled') LIMIT 1000),"
 	" rec AS (SELECT r.status FROM run r WHERE r.workflow = $1"
@@ -109,8 +112,8 @@ static const struct db_stmt q_series = {
 	" att AS (SELECT raw.result, extract(epoch FROM raw.finished_at - raw.started_at) * 1000"
 	" AS ms, floor((extract(epoch FROM raw.finished_at) - extract(epoch FROM (SELECT since"
 	" FROM win))) / $1)::int AS i FROM raw WHERE raw.finished_at >= (SELECT since FROM win)"
-	" AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM run r WHERE r.run_id = raw.run_id"
-	" AND r.workflow = $2))),"
+	" AND ($2::text IS NULL OR (SELECT r.workflow FROM run r WHERE r.run_id = raw.run_id)"
+	" = $2)),"
 	" fin_raw AS (SELECT r.finished_at, r.status, r.workflow FROM run r"
 	" WHERE r.finished_at >= (SELECT since FROM win) ORDER BY r.finished_at DESC LIMIT 1000),"
 	" fin AS (SELECT f.status, floor((extract(epoch FROM f.finished_at) - extract(epoch FROM"
