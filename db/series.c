@@ -32,8 +32,16 @@
 	" 'p95_ms', round((percentile_cont(0.95) WITHIN GROUP (ORDER BY ms))::numeric, 1))"  \
 	" FROM " from ")"
 
-#define STATUS_COUNTS(from, ...) "(SELECT jsonb_build_object(" __VA_ARGS__ ") FROM " from ")"
-#define N(s) "'" s "', count(*) FILTER (WHERE status = '" s "')"
+/* The count of the rows of status `s`, as a jsonb_build_object key and value. */
+#define COUNT(s) "'" s "', count(*) FILTER (WHERE status = '" s "')"
+#define QUEUED_COUNTS COUNT("pending") ", " COUNT("scheduled") ", " COUNT("waiting")
+#define ACTIVE_COUNTS QUEUED_COUNTS ", " COUNT("running") ", " COUNT("cancelling")
+#define ENDED_COUNTS COUNT("succeeded") ", " COUNT("failed") ", " COUNT("cancelled")
+#define WF_ACTIVE "(SELECT jsonb_build_object(" ACTIVE_COUNTS ") FROM act)"
+#define WF_LAST_HOUR "(SELECT jsonb_build_object(" ACTIVE_COUNTS ", " ENDED_COUNTS ") FROM rec)"
+#define WF_STEPS STEP_FIGURES("att")
+#define POINT_RUNS "(SELECT jsonb_build_object(" ENDED_COUNTS ") FROM fin WHERE fin.i = g.i)"
+#define POINT_STEPS STEP_FIGURES("att WHERE att.i = g.i")
 
 /* A sampled attempt's workflow is read by a scalar subquery, one primary-key
  * lookup per attempt: an EXISTS would be planned as a semi-join, which may
@@ -53,53 +61,13 @@ static const struct db_stmt q_workflow_stats = {
 	" AND r.created_at >= (SELECT since FROM win) ORDER BY r.created_at DESC LIMIT 1000)"
 	" SELECT jsonb_build_object('workflow', w.name, 'paused', w.paused, 'window_minutes', 60,"
 	" 'from', hf_ts((SELECT since FROM win)), 'to', hf_ts(now()),"
-	" 'active', " STATUS_COUNTS(
-		"act",
-		N("pending") "," N("scheduled") "," N("waiting") "," N("running") "," N(
-			"cancelling")) ","
-				       " 'active_capped', (SELECT count(*) >= 1000 FROM act),"
-				       " 'last_hour', " STATUS_COUNTS(
-					       "rec",
-					       N("pending") "," N("scheduled") "," N("waiting") "," N("running") "," N("cancelling") "," N(
-						       "succeeded") "," N("failed") "," N("cancelle"
-											  "d")) ","
-												" '"
-												"la"
-												"st"
-												"_h"
-												"ou"
-												"r_"
-												"ca"
-												"pp"
-												"ed"
-												"',"
-												" ("
-												"SE"
-												"LE"
-												"CT"
-												" c"
-												"ou"
-												"nt"
-												"(*"
-												") "
-												">="
-												" 1"
-												"00"
-												"0 "
-												"FR"
-												"OM"
-												" r"
-												"ec"
-												"),"
-												" '"
-												"st"
-												"ep"
-												"s'"
-												","
-												" " STEP_FIGURES(
-													"att") ","
-													       " 'sample', jsonb_build_object('limit', 1000, 'truncated', (SELECT truncated FROM cut)))"
-													       "::text FROM w",
+	" 'active', " WF_ACTIVE ","
+	" 'active_capped', (SELECT count(*) >= 1000 FROM act),"
+	" 'last_hour', " WF_LAST_HOUR ","
+	" 'last_hour_capped', (SELECT count(*) >= 1000 FROM rec),"
+	" 'steps', " WF_STEPS ","
+	" 'sample', jsonb_build_object('limit', 1000, 'truncated', (SELECT truncated FROM cut)))"
+	"::text FROM w",
 	1};
 
 /* 60 points (DB_SERIES_POINTS) of $1 seconds each, aligned on multiples of
@@ -121,35 +89,15 @@ static const struct db_stmt q_series = {
 	" WHERE $2::text IS NULL OR f.workflow = $2),"
 	" pts AS (SELECT g.i, jsonb_build_object('at', hf_ts((SELECT since FROM win)"
 	" + make_interval(secs => g.i * $1)),"
-	" 'runs', " STATUS_COUNTS(
-		"fin WHERE fin.i = g.i",
-		N("succeeded") "," N("failed") "," N(
-			"cancelled")) ","
-				      " 'steps', " STEP_FIGURES(
-					      "att WHERE att.i = g.i") ") AS p"
-								       " FROM generate_series(0, "
-								       "59) AS g(i))"
-								       " SELECT "
-								       "jsonb_build_object('"
-								       "workflow', $2::text, "
-								       "'minutes', $1 / 1, "
-								       "'bucket_seconds', $1,"
-								       " 'from', hf_ts((SELECT "
-								       "since FROM win)),"
-								       " 'to', hf_ts((SELECT since "
-								       "FROM win) + "
-								       "make_interval(secs => 60 * "
-								       "$1)),"
-								       " 'points', (SELECT "
-								       "jsonb_agg(p ORDER BY i) "
-								       "FROM pts),"
-								       " 'sample', "
-								       "jsonb_build_object('limit',"
-								       " 1000, 'steps_truncated', "
-								       "(SELECT truncated FROM"
-								       " cut), 'runs_truncated', "
-								       "(SELECT count(*) >= 1000 "
-								       "FROM fin_raw)))::text",
+	" 'runs', " POINT_RUNS ","
+	" 'steps', " POINT_STEPS ") AS p"
+	" FROM generate_series(0, 59) AS g(i))"
+	" SELECT jsonb_build_object('workflow', $2::text, 'minutes', $1::int,"
+	" 'bucket_seconds', $1::int, 'from', hf_ts((SELECT since FROM win)),"
+	" 'to', hf_ts((SELECT since FROM win) + make_interval(secs => 60 * $1)),"
+	" 'points', (SELECT jsonb_agg(p ORDER BY i) FROM pts),"
+	" 'sample', jsonb_build_object('limit', 1000, 'steps_truncated', (SELECT truncated FROM"
+	" cut), 'runs_truncated', (SELECT count(*) >= 1000 FROM fin_raw)))::text",
 	2};
 
 static const struct db_stmt q_callbacks = {
