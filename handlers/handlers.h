@@ -38,6 +38,11 @@ void handle_run_cancel(struct http_req *r);
 void handle_run_rerun(struct http_req *r);
 void handle_run_cancel_many(struct http_req *r);
 
+/* handlers/stats.c */
+void handle_workflow_stats(struct http_req *r);
+void handle_stats_series(struct http_req *r);
+void handle_run_callbacks(struct http_req *r);
+
 /* handlers/schedules.c */
 void handle_schedule_put(struct http_req *r);
 void handle_schedule_get(struct http_req *r);

@@ -281,6 +281,12 @@ async function fieldText(name) {
 	return el ? ((await el.textContent()) || '').trim() : null;
 }
 
+// The text of the element `sel`, '' when there is none (without waiting for it).
+async function fieldOf(sel) {
+	const el = await page.$(sel);
+	return el ? ((await el.textContent()) || '').trim() : '';
+}
+
 // A timestamp as the page shows it: in full (ts) and to the second (shortTs).
 const fullTs = (s) => s.replace('T', ' ').replace(/Z$/, ' UTC');
 const shortTs = (s) => s.slice(0, 19).replace('T', ' ');
@@ -535,7 +541,11 @@ try {
 		assert(res.headers.get('referrer-policy') === 'no-referrer', 'no Referrer-Policy');
 		const body = await res.text();
 		assert(body === readFileSync(dashboardSrc, 'utf8'), 'GET / differs from dashboard/index.html');
-		assert(body.length < 60 * 1024, `the page is ${body.length} bytes`);
+		// One self-contained page (no asset to fetch, one CSP hash per block),
+		// fetched once per visit: 100 KiB, the charts, timeline and figures
+		// pages included, is nothing on the network an operator reaches
+		// hookflow through, and a limit still catches an accidental blow-up.
+		assert(body.length < 100 * 1024, `the page is ${body.length} bytes`);
 		assert(!/<script[^>]+src=|<link[^>]+href=|@import|url\(/i.test(body), 'the page loads something external');
 		const api401 = await fetch(base + '/v1/runs');
 		assert(api401.status === 401, `GET /v1/runs without a token answered ${api401.status}`);
@@ -1144,6 +1154,190 @@ try {
 		}
 	});
 
+	// ---- the figures: charts, a workflow's page, a run's timeline and callbacks ----
+
+	await check('charts: throughput, latency and errors drawn from /v1/stats/series, their totals the API\'s', async () => {
+		await page.click('header nav a[data-nav=overview]');
+		await page.locator('#overview-view').waitFor({ state: 'visible' });
+		const sums = (s) => ({
+			throughput: {
+				succeeded: s.points.reduce((n, p) => n + p.runs.succeeded, 0),
+				failed: s.points.reduce((n, p) => n + p.runs.failed, 0),
+				cancelled: s.points.reduce((n, p) => n + p.runs.cancelled, 0),
+				'step attempts': s.points.reduce((n, p) => n + p.steps.attempts, 0),
+			},
+			errors: s.points.reduce((n, p) => n + p.steps.errors, 0),
+		});
+		// both read at nearly the same time; a refresh until they agree
+		const agree = async (query) => {
+			const want = sums(await apiOk('GET', `/v1/stats/series?${query}`));
+			const got = await page.$$eval('#ov-charts .chart', (cs) =>
+				Object.fromEntries(cs.map((c) => [c.getAttribute('data-chart'), JSON.parse(c.getAttribute('data-totals'))])));
+			const ok = got.throughput && got.latency && got.errors &&
+				Object.entries(want.throughput).every(([k, v]) => (got.throughput[k] || 0) === v) &&
+				(got.errors.errors || 0) === want.errors;
+			if (!ok) await page.click('#ov-refresh');
+			return ok && want;
+		};
+		const all = await until('the charts to show what the API counts', () => agree('minutes=60'));
+		assert(all.throughput.succeeded > 0 && all.throughput['step attempts'] > 0 && all.errors > 0,
+			`nothing to draw: ${JSON.stringify(all)}`);
+		assert((await page.$$('#ov-charts .chart svg rect')).length > 0, 'no bar drawn');
+		assert((await page.$$('#ov-charts [data-chart=latency] svg path')).length === 2, 'no p50 and p95 lines');
+		assert(/a point per 60 s/.test(await text('#ov-note')), `note: ${await text('#ov-note')}`);
+		await shot('charts.png');
+		await page.fill('#ov-workflow', WF_OTHER);
+		await page.selectOption('#ov-minutes', '1440');
+		await until(`the charts of ${WF_OTHER} over 24 hours`, async () =>
+			/a point per 1440 s/.test(await text('#ov-note')) &&
+			agree(`minutes=1440&workflow=${WF_OTHER}`));
+		await page.fill('#ov-workflow', '');
+		await page.selectOption('#ov-minutes', '60');
+	});
+
+	await check('a workflow\'s page: settings (signed, the secret never shown), runs by status and step figures as the API counts them', async () => {
+		const rotated = await apiOk('POST', `/v1/workflows/${WF_OTHER}/secret`, { grace_ms: 0 });
+		assert(typeof rotated.secret === 'string' && rotated.secret.length > 8, 'no secret to look for');
+		await gotoHash('#/workflows');
+		await page.click(`#workflows-table tr[data-workflow="${WF}"] a[data-col=name]`);
+		await page.locator('#workflow-view').waitFor({ state: 'visible' });
+		const cells = () => page.$$eval('#wf-counts tbody tr', (trs) => Object.fromEntries(trs.map((tr) => [
+			tr.getAttribute('data-row'),
+			Object.fromEntries([...tr.querySelectorAll('td')].filter((td) => td.textContent !== '')
+				.map((td) => [td.getAttribute('data-status'), Number(td.textContent)]))])));
+		const wfField = (name) => fieldOf(`#workflow-view dd[data-field="${name}"]`);
+		const st = await until('the counts of the API on the page', async () => {
+			const s = await apiOk('GET', `/v1/workflows/${WF}/stats`);
+			const c = await cells().catch(() => null);
+			return c && sameJson(c.active, s.active) && sameJson(c.last_hour, s.last_hour) &&
+				(await wfField('Attempts')) === String(s.steps.attempts) && s;
+		});
+		assert(st.last_hour.succeeded > 0 && st.steps.errors > 0, JSON.stringify(st));
+		assert((await wfField('Errors')) === String(st.steps.errors), 'errors not shown');
+		assert((await wfField('Error rate')) === (100 * st.steps.error_rate).toFixed(1) + '%', `rate ${await wfField('Error rate')}`);
+		assert(/ ms$/.test(await wfField('Duration p50')) && / ms$/.test(await wfField('Duration p95')), 'no percentiles');
+		const signed = (await apiOk('GET', `/v1/workflows/${WF}`)).signed ? 'signed' : 'not signed';
+		assert((await wfField('Signing')) === signed, `signing: ${await wfField('Signing')}, the API: ${signed}`);
+		assert((await wfField('Step URL')) === wf.url && (await wfField('Max attempts')) === '3', 'settings not shown');
+		assert((await page.$$('#wf-charts .chart')).length === 3, 'the workflow\'s charts are missing');
+		assert((await page.getAttribute('#wf-state .badge', 'data-status')) === 'active', 'not shown active');
+		await shot('workflow.png');
+		// the rotated workflow: signed, and its new secret nowhere on the page
+		await gotoHash(`#/workflows/${WF_OTHER}`);
+		await until(`${WF_OTHER}'s page`, async () => (await text('#wf-name')) === WF_OTHER &&
+			(await wfField('Signing')) === 'signed');
+		assert(!(await page.content()).includes(rotated.secret), 'the secret is on the page');
+		// pause and resume from the page
+		await page.click('#wf-pause');
+		await until('the paused notice', async () => /paused/.test(await noticeText()));
+		await until('shown paused', async () => (await page.getAttribute('#wf-state .badge', 'data-status')) === 'paused');
+		assert((await apiOk('GET', `/v1/workflows/${WF_OTHER}/stats`)).paused === true, 'the API does not say paused');
+		assert(await page.isDisabled('#wf-pause') && await page.isEnabled('#wf-resume'), 'buttons after pause');
+		await page.click('#wf-resume');
+		await until('shown active again', async () => (await page.getAttribute('#wf-state .badge', 'data-status')) === 'active');
+		assert((await apiOk('GET', `/v1/workflows/${WF_OTHER}`)).paused === false, 'the API still says paused');
+	});
+
+	const bars = () => page.$$eval('#timeline .tl-bar', (bs) => bs.map((b) => ({
+		key: b.getAttribute('data-key'), result: b.getAttribute('data-result'),
+	})));
+	const adField = (name) => fieldOf(`#ad-fields dd[data-field="${name}"]`);
+
+	await check('a run\'s timeline: a bar per attempt; an attempt\'s payload, answer, HTTP status, error and duration', async () => {
+		await openRun('flaky-1');
+		const steps = await getSteps('flaky-1');
+		await until('a bar per attempt', async () => {
+			const b = await bars();
+			return b.length === steps.length && steps.every((s) =>
+				b.some((x) => x.key === `${s.generation}/${s.step}/${s.attempt}` && x.result === s.result));
+		});
+		const failed = steps.find((s) => s.result === 'transient_error');
+		assert(failed && failed.http_status === 503, `history ${JSON.stringify(steps)}`);
+		await page.click(`#timeline .tl-bar[data-key="1/0/${failed.attempt}"]`);
+		await page.locator('#attempt-detail').waitFor({ state: 'visible' });
+		assert((await adField('HTTP status')) === '503', `http ${await adField('HTTP status')}`);
+		assert((await adField('Error')) === failed.error, `error ${await adField('Error')}`);
+		assert(sameJson(parsed(await text('#ad-payload')), failed.payload), 'the request payload differs');
+		assert(parsed(await text('#ad-answer')).outcome === 'transient_error', 'the answer is not shown');
+		const cont0 = steps.find((s) => s.step === 0 && s.result === 'continue');
+		const next = steps.find((s) => s.step === 1);
+		await page.click(`#timeline .tl-bar[data-key="1/0/${cont0.attempt}"]`);
+		await until('the continue attempt shown', async () => (await adField('HTTP status')) === '200');
+		assert((await adField('Duration')) !== '' && (await adField('Error')) === 'none', 'duration or error');
+		const ans = parsed(await text('#ad-answer'));
+		assert(ans.outcome === 'continue' && sameJson(ans.payload, next.payload), `answer ${JSON.stringify(ans)}`);
+		assert(await page.isEnabled('#ad-rerun'), 'rerun from this step disabled for the admin token');
+		await shot('timeline.png');
+	});
+
+	await check('callback deliveries on the run page: delivered, and refused (404) until dead', async () => {
+		const cbOf = async (id) => (await apiOk('GET', `/v1/runs/${id}/callbacks`)).callbacks;
+		const rows = () => page.$$eval('#callbacks-table tbody tr', (trs) => trs.map((tr) => ({
+			status: tr.querySelector('[data-col=status] .badge').getAttribute('data-status'),
+			attempts: tr.querySelector('[data-col=attempts]').textContent.trim(),
+			http: tr.querySelector('[data-col=http]').textContent.trim(),
+			error: tr.querySelector('[data-col=error]').textContent.trim(),
+		})));
+		const broken = await cbOf('cb-broken');
+		assert(broken.length === 1 && broken[0].status === 'dead' && broken[0].last_http_status === 404, JSON.stringify(broken));
+		await openRun('cb-broken');
+		await until('the dead callback listed', async () => {
+			const r = await rows();
+			return r.length === 1 && r[0].status === 'dead' && r[0].http === '404' &&
+				r[0].attempts === `${broken[0].attempts} of ${broken[0].max_attempts}` && r[0].error === broken[0].last_error;
+		});
+		await shot('callbacks.png');
+		const ok = await cbOf(OK_RUNS[0]);
+		await openRun(OK_RUNS[0]);
+		await until('the delivered callback listed', async () => {
+			const r = await rows();
+			return r.length === 1 && r[0].status === 'done' && r[0].http === String(ok[0].last_http_status);
+		});
+	});
+
+	await check('sends a signal from the run page: the run waiting on that key continues; the wait is drawn', async () => {
+		const key = 'approval:wait-2/page';
+		await apiOk('POST', '/v1/runs', { workflow: WF, run_id: 'wait-2', input: { key }, headers: { mode: 'wait' } });
+		await until('wait-2 waiting', async () => (await getRun('wait-2')).status === 'waiting');
+		await openRun('wait-2');
+		await page.locator('#run-signal-box').waitFor({ state: 'visible' });
+		assert((await page.inputValue('#run-signal-key')) === key, 'the key is not offered');
+		await page.fill('#run-signal-payload', '{"approved": "from the run page"}');
+		await page.click('#run-signal-send');
+		await until('the delivered notice', async () => /delivered/.test(await noticeText()));
+		const run = await until('wait-2 to succeed (API)', async () => {
+			const r = await getRun('wait-2');
+			return r.status === 'succeeded' && r;
+		});
+		assert(run.result.approved_with.payload.approved === 'from the run page', JSON.stringify(run.result));
+		await until('wait-2 shown succeeded, the signal box gone', async () =>
+			(await statusBadge()) === 'succeeded' && (await page.isHidden('#run-signal-box')));
+		await until('the signal wait drawn on the timeline', async () =>
+			(await page.$$('#timeline line[data-wait="signal wait"]')).length === 1);
+		await page.click('#timeline .tl-bar[data-key="1/1/1"]');
+		await until('the signal shown on the attempt', async () =>
+			/^delivered.*from the run page/.test(await adField('Signal')));
+		await shot('run-signal.png');
+	});
+
+	await check('reruns from a step chosen on the timeline: a new generation that starts at that step', async () => {
+		const id = OK_RUNS[1];
+		await openRun(id);
+		await until('its two steps drawn', async () => (await bars()).length === 2);
+		await page.click('#timeline .tl-bar[data-key="1/1/1"]');
+		await page.locator('#attempt-detail').waitFor({ state: 'visible' });
+		await page.click('#ad-rerun');
+		await until('the rerun notice', async () => /from step 1: generation 2/.test(await noticeText()));
+		const run = await until(`${id} to succeed again`, async () => {
+			const r = await getRun(id);
+			return r.status === 'succeeded' && r.generation === 2 && r;
+		});
+		const gen2 = (await getSteps(id)).filter((s) => s.generation === 2);
+		assert(gen2.length === 1 && gen2[0].step === 1 && gen2[0].result === 'succeed', `generation 2: ${JSON.stringify(gen2)}`);
+		assert(run.result.generation === 2, JSON.stringify(run.result));
+		await until('generation 2 drawn', async () => (await bars()).some((b) => b.key === '2/1/1'));
+	});
+
 	await check('schedules: the list shows each schedule\'s rule, state and note (as text), next fire time, counts and last runs', async () => {
 		const every = await api('PUT', `/v1/schedules/${SCHED_EVERY}`, {
 			workflow: WF, every_ms: 1000, input: { from: 'schedule' }, headers: { mode: 'ok' },
@@ -1384,6 +1578,9 @@ try {
 	});
 
 	await check('a read-only token: the dashboard reads, its actions are disabled with a note', async () => {
+		// a run left waiting, for the run page's signal form
+		await apiOk('POST', '/v1/runs', { workflow: WF, run_id: 'wait-3', input: { key: 'approval:wait-3' }, headers: { mode: 'wait' } });
+		await until('wait-3 waiting', async () => (await getRun('wait-3')).status === 'waiting');
 		await page.click('#forget-token');
 		await page.locator('#token-view').waitFor({ state: 'visible' });
 		await page.fill('#token-input', readToken);
@@ -1426,6 +1623,23 @@ try {
 		for (const b of ['#sd-pause', '#sd-resume', '#sd-trigger', '#sd-note'])
 			assert(await page.isDisabled(b), `${b} is enabled for a read token`);
 		await shot('schedule-read.png');
+		// the figures read with a read token; their actions disabled
+		await gotoHash(`#/workflows/${WF}`);
+		await until('the workflow page for the read token', async () =>
+			(await text('#wf-name')) === WF && (await page.$$('#wf-charts .chart')).length === 3);
+		for (const b of ['#wf-pause', '#wf-resume'])
+			assert(await page.isDisabled(b), `${b} is enabled for a read token`);
+		await shot('workflow-read.png');
+		await gotoHash('#/overview');
+		await until('the charts for the read token', async () => (await page.$$('#ov-charts .chart')).length === 3);
+		await openRun('wait-3');
+		await page.locator('#run-signal-box').waitFor({ state: 'visible' });
+		assert(await page.isDisabled('#run-signal-send'), 'the run page\'s Send signal is enabled for a read token');
+		await page.click('#timeline .tl-bar[data-key="1/0/1"]');
+		await page.locator('#attempt-detail').waitFor({ state: 'visible' });
+		assert(await page.isDisabled('#ad-rerun'), 'Rerun from this step is enabled for a read token');
+		await shot('run-read.png');
+		await openSchedule(SCHED_CRON);
 		const tr = await api('POST', `/v1/schedules/${SCHED_CRON}/trigger`, undefined, readToken);
 		assert(tr.status === 403 && tr.data.error.code === 'forbidden', `a read token's trigger answered ${tr.status}`);
 		// and the API itself refuses the read token's writes
@@ -1433,6 +1647,9 @@ try {
 		assert(r.status === 403 && r.data.error.code === 'forbidden', `a read token's cancel answered ${r.status}`);
 		const p = await api('POST', `/v1/workflows/${WF}/pause`, undefined, readToken);
 		assert(p.status === 403 && p.data.error.code === 'forbidden', `a read token's pause answered ${p.status}`);
+		const sig = await api('POST', '/v1/signals/approval:wait-3', { payload: 1 }, readToken);
+		assert(sig.status === 403, `a read token's signal answered ${sig.status}`);
+		await apiOk('POST', '/v1/runs/wait-3/cancel');
 		const who = await api('GET', '/v1/whoami', undefined, readToken);
 		assert(who.status === 200 && who.data.scope === 'read', `whoami: ${who.text}`);
 		// back to the admin token: the note goes, the actions come back

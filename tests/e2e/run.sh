@@ -25,8 +25,13 @@
 # the key that woke it), schedules.png, schedule.png, schedule-paused.png and
 # schedule-read.png (the Schedules page, a cron schedule's next fire times, a
 # paused schedule with a triggered run, the same page for a read token),
-# run-schedule.png (a run started by a schedule), and the other pages' (token,
-# signals, dead-letters, workflows, endpoints).
+# run-schedule.png (a run started by a schedule), charts.png (throughput, latency
+# and errors), workflow.png and workflow-read.png (a workflow's settings, runs by
+# status, step figures and charts; the same for a read token), timeline.png (a
+# run's attempts as bars, one attempt's payload and answer), callbacks.png (a
+# refused callback's deliveries), run-signal.png (a signal sent from the run
+# page, the wait drawn), run-read.png (a waiting run for a read token), and the
+# other pages' (token, signals, dead-letters, workflows, endpoints).
 #
 # Knobs: HOOKFLOW_BIN (default build/hookflow), E2E_KEEP=1 keeps the temporary
 # directory (logs, database) for a look after a failure.

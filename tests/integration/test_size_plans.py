@@ -231,6 +231,14 @@ def _reads(api):
             _get(api, "/v1/runs/%s/steps" % rid)
             page = _get(api, "/v1/runs/%s/steps?limit=3" % rid)
             _get(api, "/v1/runs/%s/steps?limit=3&cursor=%s" % (rid, urllib.parse.quote(page["next_cursor"])))
+    # the dashboard's figures (db/series.c): a busy kept workflow, the live
+    # one, the charts of every workflow and of one, a run's callbacks
+    for _ in range(REPEAT):
+        for path in ("/v1/workflows/kept0/stats", "/v1/workflows/live/stats",
+                     "/v1/stats/series", "/v1/stats/series?minutes=1440&workflow=live",
+                     "/v1/stats/series?minutes=5&workflow=kept1",
+                     "/v1/runs/%s/callbacks" % kept_id, "/v1/runs/live-plain-0/callbacks"):
+            _get(api, path)
     for _ in range(REPEAT):
         assert api.get("/metrics").status == 200
         assert api.get("/readyz").status == 200
@@ -261,7 +269,9 @@ def test_with_many_runs_kept_every_statement_hookflow_sends_reads_through_an_ind
         "hf_signal", "hf_cancel_run", "hf_rerun", "hf_cancel_many",
         # the API's reads (db/run.c) and /metrics (db/stats.c)
         "FROM run r WHERE ($1::text IS NULL", "FROM step_attempt a WHERE a.run_id = $1",
-        "FROM run r WHERE r.run_id = $1", "count(*) FROM run")
+        "FROM run r WHERE r.run_id = $1", "count(*) FROM run",
+        # the dashboard's figures (db/series.c)
+        "AS ms FROM raw", "FROM callback WHERE run_id = $1")
     for what in covered:
         assert what in seen, "no plan logged for a statement with %r (%d plans logged)" % (
             what, len(plans))

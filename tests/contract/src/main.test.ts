@@ -1069,6 +1069,37 @@ test("callbacks: a refused callback is dead-lettered, and redriven", async () =>
   assert.equal(second.raw, first.raw, "the same callback body");
 });
 
+test("stats: a workflow's figures of the last hour, sixty points of the charts, a run's callback deliveries", async () => {
+  // ct-cb (the test above) ended with a refused callback, redriven since
+  const cbs = status(await api.GET("/v1/runs/{run_id}/callbacks", { params: { path: { run_id: "ct-cb" } } }), 200).data!;
+  assert.equal(cbs.run_id, "ct-cb");
+  assert.equal(cbs.callbacks.length, 1);
+  assert.equal(cbs.callbacks[0].generation, 1);
+  assert.ok(cbs.callbacks[0].attempts >= 1);
+  error(await api.GET("/v1/runs/{run_id}/callbacks", { params: { path: { run_id: NOT_FOUND_RUN } } }), 404, "not_found");
+  error(await api.GET("/v1/runs/{run_id}/callbacks", { params: { path: { run_id: BAD_ID } } }), 400, "invalid_argument");
+
+  const s = status(await api.GET("/v1/workflows/{name}/stats", { params: { path: { name: WF_CB } } }), 200).data!;
+  assert.equal(s.workflow, WF_CB);
+  assert.ok(s.last_hour.succeeded >= 1, JSON.stringify(s));
+  assert.ok(s.steps.attempts >= 1 && s.steps.p50_ms !== null, JSON.stringify(s.steps));
+  assert.match(s.from, TIMESTAMP);
+  error(await api.GET("/v1/workflows/{name}/stats", { params: { path: { name: "ct-no-such-workflow" } } }), 404, "not_found");
+  error(await api.GET("/v1/workflows/{name}/stats", { params: { path: { name: "bad name!" } } }), 400, "invalid_argument");
+
+  const all = status(await api.GET("/v1/stats/series"), 200).data!;
+  assert.equal(all.points.length, 60);
+  assert.equal(all.bucket_seconds, 60);
+  assert.ok(all.points.some((p) => p.steps.attempts > 0), "the scenario's attempts are counted");
+  const one = status(await api.GET("/v1/stats/series", { params: { query: { minutes: 1440, workflow: WF_CB } } }), 200).data!;
+  assert.equal(one.workflow, WF_CB);
+  assert.equal(one.bucket_seconds, 1440);
+  assert.equal(one.points.reduce((n, p) => n + p.runs.succeeded, 0), s.last_hour.succeeded);
+  for (const minutes of [4, 1441])
+    assert.match(error(await api.GET("/v1/stats/series", { params: { query: { minutes } } }), 400, "invalid_argument"), /minutes/);
+  assert.match(error(await api.GET("/v1/stats/series", { params: { query: { workflow: "bad name!" } } }), 400, "invalid_argument"), /workflow/);
+});
+
 // ---- long-running steps --------------------------------------------------------
 
 const WF_ASYNC = "ct-async";
