@@ -62,7 +62,9 @@ export const TERMINAL_STATUSES: readonly T.RunStatus[] = ["succeeded", "failed",
 export type Page<K extends string, I> = { next_cursor: string | null } & { [P in K]: I[] };
 
 const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
-const MAX_WAIT_MS = 300000; // the API's longest wait_ms
+// The longest wait_ms of one call of waitForRun/waitForGroup: under the API's 300000, and
+// under the 300 s that Node's fetch (undici) waits for an answer's headers.
+const MAX_WAIT_MS = 240000;
 
 export class HookflowClient extends Operations {
   readonly baseUrl: string;
@@ -81,7 +83,7 @@ export class HookflowClient extends Operations {
   }
 
   /**
-   * Waits for a run to end: long-polls `GET /v1/runs/{run_id}?wait_ms=` (at most 5 minutes a
+   * Waits for a run to end: long-polls `GET /v1/runs/{run_id}?wait_ms=` (at most 4 minutes a
    * call) until it is terminal or `timeoutMs` (default 60000) has passed. Answers the run as
    * it stands then: check its `status`.
    */
