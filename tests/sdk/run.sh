@@ -2,8 +2,9 @@
 # The SDKs (sdk/typescript, sdk/python) against the running service (`make sdk-test`,
 # part of `make test`):
 #
-#   1. sdk/generate.sh --check: the committed generated code is what the spec gives
-#   2. npm ci (sdk/typescript/package-lock.json), tsc: the SDK into dist/, its tests
+#   1. npm ci (sdk/typescript/package-lock.json)
+#   2. sdk/generate.sh --check: the committed generated code is what the spec gives;
+#      tsc: the SDK into dist/, its tests into build/test/
 #   3. a throwaway PostgreSQL and build/hookflow serve with an admin and a read token
 #   4. node --test: the TypeScript SDK's tests (sdk/typescript/test), then pytest: the
 #      Python SDK's (sdk/python/tests), each against that service, with webhooks
@@ -35,14 +36,16 @@ die() { printf 'sdk: FAIL: %s\n' "$*" >&2; exit 1; }
 
 # ---- generated code and builds ---------------------------------------------------
 
-say "sdk/generate.sh --check"
-sdk/generate.sh --check
-
 cd "$ts"
 if [ "${HF_SDK_SKIP_NPM_CI:-}" != 1 ] || [ ! -d node_modules ]; then
 	say "npm ci (sdk/typescript)"
 	npm ci --no-audit --no-fund --loglevel=error >/dev/null
 fi
+cd "$top"
+say "sdk/generate.sh --check"
+sdk/generate.sh --check
+
+cd "$ts"
 say "tsc: the SDK (dist/) and its tests (build/test/)"
 rm -rf dist build
 npx --no-install tsc -p tsconfig.json
