@@ -7,8 +7,9 @@
 #                   integration tests (real Postgres, real binary, real webhook
 #                   servers); no Docker, no browser, no benchmark
 #   make test       the full suite that .ci/run calls: make check, then chaos,
-#                   ThreadSanitizer, valgrind, contract, dashboard, examples,
-#                   fuzz, Docker and bench smoke tests
+#                   ThreadSanitizer, valgrind, contract, SDKs, dashboard,
+#                   examples, fuzz, Docker and bench smoke tests
+#   make sdk        write the SDKs' code generated from openapi/openapi.yaml
 #   make format     rewrite the C sources to .clang-format
 #   make SANITIZE=address,undefined   build everything with sanitizers
 
@@ -38,7 +39,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: check lint format format-check layers migrations-check examples-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+.PHONY: check lint format format-check layers migrations-check examples-test sdk sdk-check sdk-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke soak chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -152,6 +153,20 @@ integration: asan
 contract: all
 	@tests/contract/run.sh
 
+# The SDKs (sdk/typescript, sdk/python; sdk/README.md). `make sdk` writes their code
+# generated from openapi/openapi.yaml (openapi-typescript and sdk/generate.py: types and
+# one method per operation); `make sdk-check` fails when the committed code is not what
+# the spec gives; `make sdk-test` (part of make test) runs that check, builds the
+# TypeScript SDK and runs both SDKs' tests against the running service (tests/sdk).
+sdk:
+	@sdk/generate.sh
+
+sdk-check:
+	@sdk/generate.sh --check
+
+sdk-test: all
+	@tests/sdk/run.sh
+
 # The dashboard in headless Chromium (tests/e2e).
 e2e: all
 	@tests/e2e/run.sh
@@ -257,6 +272,7 @@ test: deps
 	@$(MAKE) --no-print-directory tsan-test
 	@$(MAKE) --no-print-directory valgrind-test
 	@$(MAKE) --no-print-directory contract
+	@$(MAKE) --no-print-directory sdk-test
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory examples-test
 	@$(MAKE) --no-print-directory fuzz-smoke

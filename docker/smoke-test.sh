@@ -15,7 +15,7 @@
 #      side by side with --network host so that apt reaches the mirror.
 #   4. docker/compose.yaml + docker/compose.host.yaml (host networking, loopback
 #      only, free ports) with those images: PostgreSQL, hookflow with an API
-#      token, examples/python/webhook.py.
+#      token, examples/python/webhook.py with the Python SDK (sdk/python).
 #   5. through the API with the token: 401 without it; register a signed
 #      workflow; submit a run whose first attempt fails after memoizing; wait for
 #      its signal; signal; long-poll the run to `succeeded`; the callback arrives;
@@ -369,13 +369,15 @@ wh_port=$(free_port)
 token=smoke-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
 secret=whsec_$(head -c 24 /dev/urandom | base64)
 # The webhook runs as uid 65534: give it a copy it can read whatever the checkout's modes.
-mkdir -m 755 "$tmp/webhook"
+mkdir -m 755 "$tmp/webhook" "$tmp/sdk" "$tmp/sdk/hookflow"
 install -m 644 examples/python/webhook.py "$tmp/webhook/webhook.py"
+install -m 644 sdk/python/hookflow/*.py sdk/python/hookflow/py.typed "$tmp/sdk/hookflow/"
 
 export HOOKFLOW_IMAGE=$img_hookflow HOOKFLOW_PG_IMAGE=$img_standin \
 	HOOKFLOW_PYTHON_IMAGE=$img_standin HOOKFLOW_BASE_IMAGE=$img_base \
 	HOOKFLOW_API_TOKEN=$token HOOKFLOW_WEBHOOK_SECRET=$secret \
 	HOOKFLOW_PG_PASSWORD=pg-$RANDOM$RANDOM HOOKFLOW_WEBHOOK_DIR=$tmp/webhook \
+	HOOKFLOW_SDK_PYTHON_DIR=$tmp/sdk \
 	HOOKFLOW_PG_PORT=$pg_port HOOKFLOW_PORT=$api_port HOOKFLOW_WEBHOOK_PORT=$wh_port
 compose_files=(-f "$top/docker/compose.yaml" -f "$top/docker/compose.host.yaml")
 compose() {

@@ -13,7 +13,9 @@
 # Exit status 0 when every example passed. Needs build/hookflow (make), the
 # PostgreSQL 15 server binaries, python3, node (skipped with a message when
 # missing) and curl. As root, PostgreSQL runs as the system user `hookflow`
-# (created when missing), like scripts/run.sh.
+# (created when missing), like scripts/run.sh. The examples use the SDKs: the
+# Python one imports sdk/python, the node one needs sdk/typescript built and
+# linked (npm ci there and in examples/node, tsc), which this script does.
 #
 # Environment: HOOKFLOW_BIN (default build/hookflow), HOOKFLOW_TEST_PG_BIN
 # (default /usr/lib/postgresql/15/bin), EXAMPLES (default "python node"),
@@ -130,6 +132,21 @@ print("v1," + base64.b64encode(mac).decode())
 EOF
 }
 
+# The node example requires @hookflow/sdk: built into sdk/typescript/dist, and linked
+# into examples/node/node_modules by its file: dependency.
+build_node_sdk() {
+	local sdk=$top/sdk/typescript
+	if [ ! -x "$sdk/node_modules/.bin/tsc" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules/.package-lock.json" ]; then
+		(cd "$sdk" && npm ci --no-audit --no-fund --loglevel=error) >"$tmp/sdk-build.log" 2>&1 ||
+			die "npm ci in sdk/typescript failed: $(tail -n 20 "$tmp/sdk-build.log")"
+	fi
+	(cd "$sdk" && npx --no-install tsc -p tsconfig.json) >"$tmp/sdk-build.log" 2>&1 ||
+		die "building sdk/typescript failed: $(tail -n 20 "$tmp/sdk-build.log")"
+	(cd "$top/examples/node" && npm ci --no-audit --no-fund --loglevel=error) >"$tmp/sdk-build.log" 2>&1 ||
+		die "npm ci in examples/node failed: $(tail -n 20 "$tmp/sdk-build.log")"
+	say "node: @hookflow/sdk built and linked"
+}
+
 passed=0 failed=0 skipped=0
 
 check_example() { # NAME
@@ -142,6 +159,7 @@ check_example() { # NAME
 			skipped=$((skipped + 1))
 			return 0
 		fi
+		build_node_sdk
 		cmd=(node "$top/examples/node/webhook.js")
 		;;
 	*) die "unknown example $name" ;;

@@ -19,6 +19,7 @@ packages=(
 	libcmocka-dev
 	postgresql-15
 	python3 python3-pytest python3-pytest-xdist
+	python3-yaml # sdk/generate.py reads openapi/openapi.yaml (make sdk, make sdk-check)
 	curl valgrind clang-format git
 	gnuplot-nox # the benchmark's charts (tests/bench/charts.sh)
 	tzdata      # /usr/share/zoneinfo: schedules' time zones (base/tz.c)
