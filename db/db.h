@@ -51,6 +51,14 @@ json_t *db_json_parse(const char *s, size_t len);
 
 enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e);
 
+/* Says that connections go through a transaction pooler (PgBouncer with
+ * pool_mode = transaction), where each transaction of a connection may run in
+ * another server session: with `on`, statements are sent unnamed with their
+ * text instead of prepared once per connection (a named statement would be
+ * missing in the next session). Process-wide: call once at start-up, before
+ * any connection is opened. Default off. */
+void db_set_transaction_pooler(bool on);
+
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 
