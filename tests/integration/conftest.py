@@ -163,7 +163,9 @@ class Services:
 
 
 @pytest.fixture
-def services(hookflow_bin, db, log_dir, request, session_bouncer):
+def services(hookflow_bin, db, log_dir, request, session_bouncer, new_bouncer):
+    # new_bouncer is set up first so that it is torn down last: a test's
+    # PgBouncer outlives the instances behind it.
     factory = Services(hookflow_bin, db, log_dir, request.node.name, request.node,
                        bouncer=session_bouncer)
     yield factory
