@@ -6,7 +6,8 @@
 #   make check      the fast loop: static checks, unit tests (ASan+UBSan) and
 #                   integration tests (real Postgres, real binary, real webhook
 #                   servers); no Docker, no browser, no benchmark
-#   make test       the full suite that .ci/run calls: make check, then chaos,
+#   make test       the full suite that .ci/run calls: make check, then part
+#                   of the integration suite through PgBouncer, chaos,
 #                   ThreadSanitizer, valgrind, contract, SDKs, dashboard,
 #                   examples, fuzz, Docker and bench smoke tests
 #   make sdk        write the SDKs' code generated from openapi/openapi.yaml
@@ -39,7 +40,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: check lint format format-check layers migrations-check examples-test sdk sdk-check sdk-test all asan tsan tsan-test valgrind-test run test unit integration contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
+.PHONY: check lint format format-check layers migrations-check examples-test sdk sdk-check sdk-test all asan tsan tsan-test valgrind-test run test unit integration integration-pgbouncer contract e2e fuzz fuzz-build fuzz-bins fuzz-smoke docker-smoke bench \
         bench-smoke soak chaos chaos-short deps clean migrate
 
 all: $(BUILD)/hookflow
@@ -147,6 +148,22 @@ valgrind-test: all
 
 integration: asan
 	@HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} scripts/integration.sh
+
+# A representative part of the integration suite once more, with every
+# instance behind PgBouncer in transaction pooling mode (README "PgBouncer";
+# HOOKFLOW_TEST_PGBOUNCER=1 in tests/integration/conftest.py): runs, steps and
+# their outcomes, retries, signals, cancel, callbacks, groups, asynchronous
+# steps, child runs, schedules, flow control's claims, KV, memo, reruns, dead
+# letters, and tests/integration/test_pgbouncer.py.
+PGBOUNCER_TESTS := test_runs_submit or test_runs_read or test_outcomes or test_retries or \
+                   test_signals or test_wait_any or test_cancel or test_callbacks or \
+                   test_groups or test_async_steps or test_child_runs or test_schedules or \
+                   test_flow_claim or test_kv or test_memo or test_rerun or test_dead_letters or \
+                   test_pgbouncer
+
+integration-pgbouncer: asan
+	@HOOKFLOW_TEST_PGBOUNCER=1 HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} \
+	    scripts/integration.sh -k "$(PGBOUNCER_TESTS)"
 
 # The OpenAPI contract: lint, generated TypeScript client, responses checked
 # against the schemas (tests/contract, pinned npm packages).
@@ -268,6 +285,7 @@ check: deps
 
 test: deps
 	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory integration-pgbouncer
 	@$(MAKE) --no-print-directory chaos-short
 	@$(MAKE) --no-print-directory tsan-test
 	@$(MAKE) --no-print-directory valgrind-test

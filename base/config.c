@@ -262,6 +262,42 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return err_set(e, ERR_INVALID,
 			       "HOOKFLOW_DATABASE_URL: required (a libpq connection string)");
 
+	/* A transaction pooler (PgBouncer's pool_mode = transaction) runs each
+	 * transaction of a connection in whichever server session is free: what
+	 * needs one session throughout (LISTEN, the migrations' advisory lock)
+	 * goes to PostgreSQL directly. README "PgBouncer". */
+	v = getenv("HOOKFLOW_DATABASE_POOLER");
+	if (v != NULL && *v != '\0') {
+		if (strcmp(v, "transaction") == 0)
+			c->db_transaction_pooler = true;
+		else if (strcmp(v, "none") != 0)
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_DATABASE_POOLER: must be none or transaction");
+	}
+	v = getenv("HOOKFLOW_LISTEN_DATABASE_URL");
+	if (v != NULL && *v != '\0') {
+		if (strlen(v) > CONFIG_MAX_DATABASE_URL)
+			return err_set(e, ERR_INVALID,
+				       "HOOKFLOW_LISTEN_DATABASE_URL: longer than %d bytes",
+				       CONFIG_MAX_DATABASE_URL);
+		if (c->db_transaction_pooler && c->database_url != NULL &&
+		    strcmp(v, c->database_url) == 0)
+			return err_set(
+				e, ERR_INVALID,
+				"HOOKFLOW_LISTEN_DATABASE_URL: must reach PostgreSQL directly, "
+				"not through the pooler of HOOKFLOW_DATABASE_URL");
+		if ((c->listen_database_url = strdup(v)) == NULL)
+			return err_set(e, ERR_INTERNAL, "out of memory");
+	} else if (c->db_transaction_pooler && c->database_url != NULL) {
+		return err_set(e, ERR_INVALID,
+			       "HOOKFLOW_LISTEN_DATABASE_URL: required with "
+			       "HOOKFLOW_DATABASE_POOLER=transaction (LISTEN and migrations need a "
+			       "direct connection to PostgreSQL)");
+	} else if (c->database_url != NULL &&
+		   (c->listen_database_url = strdup(c->database_url)) == NULL) {
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	}
+
 	v = getenv("HOOKFLOW_LISTEN");
 	if (parse_listen(c, v && *v ? v : "127.0.0.1:8080", e))
 		return e->code;
@@ -439,6 +475,7 @@ void config_db_budget(const struct config *c, struct config_db_budget *out)
 void config_cleanup(struct config *c)
 {
 	free(c->database_url);
+	free(c->listen_database_url);
 	free(c->listen_host);
 	free(c->public_url);
 	free(c->test_fault);

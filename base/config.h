@@ -13,6 +13,7 @@ struct stack_st_X509; /* OpenSSL's STACK_OF(X509) (base/tlsfiles.h) */
 
 #define CONFIG_MAX_TOKENS 64
 #define CONFIG_MAX_PROXY_URL 512
+#define CONFIG_MAX_DATABASE_URL 4096
 #define CONFIG_MIN_TOKEN 16
 #define CONFIG_MAX_TOKEN 512
 
@@ -24,6 +25,10 @@ enum token_scope {
 
 struct config {
 	char *database_url;              /* HOOKFLOW_DATABASE_URL (required) */
+	char *listen_database_url;       /* HOOKFLOW_LISTEN_DATABASE_URL: direct, for LISTEN and
+					  * migrations; default HOOKFLOW_DATABASE_URL */
+	bool db_transaction_pooler;      /* HOOKFLOW_DATABASE_POOLER none|transaction
+					  * (README "PgBouncer") */
 	char *listen_host;               /* HOOKFLOW_LISTEN host part, default 127.0.0.1 */
 	int listen_port;                 /* HOOKFLOW_LISTEN port part, default 8080 */
 	char *tokens[CONFIG_MAX_TOKENS]; /* HOOKFLOW_API_TOKENS: [read:|admin:]TOKEN,... */

@@ -63,7 +63,10 @@ static void usage(void)
 /* Opens a connection and applies migrations, retrying while the database is
  * unreachable for up to STARTUP_DB_WAIT_MS. TLS refused (a certificate that
  * does not verify, a missing sslrootcert file...) stops at once, with
- * libpq's reason: waiting would not change it. */
+ * libpq's reason: waiting would not change it. The connection is the direct
+ * one (HOOKFLOW_LISTEN_DATABASE_URL): the migrations hold a session advisory
+ * lock across several transactions, which a transaction pooler would split
+ * over server sessions. */
 static struct db_conn *migrate(const struct config *cfg)
 {
 	int64_t give_up = timefmt_mono_ms() + STARTUP_DB_WAIT_MS;
@@ -71,7 +74,7 @@ static struct db_conn *migrate(const struct config *cfg)
 		struct err e = {0};
 		struct db_conn *c = NULL;
 		struct db_migrate_report rep = {0};
-		if (db_conn_open_startup(cfg->database_url, &c, &e) == ERR_OK &&
+		if (db_conn_open_startup(cfg->listen_database_url, &c, &e) == ERR_OK &&
 		    db_migrate(c, &rep, &e) == ERR_OK) {
 			log_info("main", "schema ready", "schema=%s applied=%d engine_loaded=%s",
 				 db_schema_version(), rep.applied,
@@ -113,6 +116,12 @@ static void check_conn_room(const struct config *cfg, struct db_conn *c)
 {
 	struct config_db_budget b;
 	config_db_budget(cfg, &b);
+	if (cfg->db_transaction_pooler) {
+		/* The server sees the pooler's sessions, not these. */
+		log_info("main", "database connections through the pooler",
+			 "needed=%d direct=1 (LISTEN)", b.total - 1);
+		return;
+	}
 	struct db_conn_room room;
 	struct err e = {0};
 	if (db_conn_room(c, &room, &e)) {
@@ -238,7 +247,7 @@ static int migrate_check(const struct config *cfg)
 	struct err e = {0};
 	struct db_conn *c = NULL;
 	struct strbuf diff = {0};
-	if (db_conn_open_startup(cfg->database_url, &c, &e) == ERR_OK)
+	if (db_conn_open_startup(cfg->listen_database_url, &c, &e) == ERR_OK)
 		db_schema_check(c, &diff, &e);
 	db_conn_free(c);
 	if (diff.len > 0)
@@ -319,6 +328,7 @@ int main(int argc, char **argv)
 	if (config_load(&cfg, true, &e))
 		die(e.msg);
 	log_setup((enum log_level)cfg.log_level, cfg.log_json);
+	db_set_transaction_pooler(cfg.db_transaction_pooler);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		die("curl_global_init failed");
 	struct webhook_tls tls = {.extra_cas = cfg.extra_cas};

@@ -1,10 +1,11 @@
 /* db: connections, the pool, named prepared statements and SQLSTATE mapping.
  *
  * Each connection remembers which named statements it has prepared; a reset
- * after a lost connection forgets them. The pool hands each connection to one
- * thread at a time (mutex + condition variable) and opens connections lazily,
- * so the service starts even while the database is down and recovers when it
- * returns. */
+ * after a lost connection forgets them. Behind a transaction pooler nothing is
+ * prepared: every statement goes unnamed, with its text. The pool hands each
+ * connection to one thread at a time (mutex + condition variable) and opens
+ * connections lazily, so the service starts even while the database is down
+ * and recovers when it returns. */
 #include "db/internal.h"
 
 #include <errno.h>
@@ -30,6 +31,9 @@ struct db_conn {
 	const char *prepared[MAX_PREPARED]; /* names of statements prepared on pg */
 	int nprepared;
 };
+
+/* Set once at start-up, before any connection exists (db_set_transaction_pooler). */
+static bool behind_transaction_pooler;
 
 struct db_pool {
 	pthread_mutex_t mu;
@@ -223,6 +227,11 @@ static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what,
 	return err_set(e, ERR_INTERNAL, "database error");
 }
 
+void db_set_transaction_pooler(bool on)
+{
+	behind_transaction_pooler = on;
+}
+
 static bool is_prepared(const struct db_conn *c, const char *name)
 {
 	for (int i = 0; i < c->nprepared; i++)
@@ -237,22 +246,31 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 	PGconn *pg = db_pg(c, e);
 	if (pg == NULL)
 		return NULL;
-	if (!is_prepared(c, st->name)) {
-		PGresult *p = PQprepare(pg, st->name, st->sql, st->nparams, NULL);
-		if (PQresultStatus(p) != PGRES_COMMAND_OK) {
+	/* A named statement lives in one server session: behind a transaction
+	 * pooler the next transaction may run in another, so the statement goes
+	 * unnamed, its text parsed each time. So does a statement past the
+	 * MAX_PREPARED a connection keeps track of (preparing it again at its
+	 * next use would fail: it exists). */
+	bool named = !behind_transaction_pooler;
+	if (named && !is_prepared(c, st->name)) {
+		named = c->nprepared < MAX_PREPARED;
+		PGresult *p = named ? PQprepare(pg, st->name, st->sql, st->nparams, NULL) : NULL;
+		if (named && PQresultStatus(p) != PGRES_COMMAND_OK) {
 			map_error(c, p, st->name, e);
 			PQclear(p);
 			return NULL;
 		}
 		PQclear(p);
-		if (c->nprepared < MAX_PREPARED)
+		if (named)
 			c->prepared[c->nprepared++] = st->name;
 	}
 	/* Outside a transaction the statement is one of its own: when it is
 	 * aborted as busy, it is run again (the transaction runner's policy). */
 	bool own_tx = PQtransactionStatus(pg) == PQTRANS_IDLE;
 	for (int attempt = 1;; attempt++) {
-		PGresult *r = PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0);
+		PGresult *r =
+			named ? PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0)
+			      : PQexecParams(pg, st->sql, st->nparams, NULL, params, NULL, NULL, 0);
 		ExecStatusType s = PQresultStatus(r);
 		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
 			return r;

@@ -65,6 +65,14 @@ enum err_code db_conn_open_startup(const char *url, struct db_conn **out, struct
  * says so is copied to `out` (`out_len` bytes). Pure. */
 bool db_tls_failure(const char *msg, char *out, size_t out_len);
 
+/* Says that connections go through a transaction pooler (PgBouncer with
+ * pool_mode = transaction), where each transaction of a connection may run in
+ * another server session: with `on`, statements are sent unnamed with their
+ * text instead of prepared once per connection (a named statement would be
+ * missing in the next session). Process-wide: call once at start-up, before
+ * any connection is opened. Default off. */
+void db_set_transaction_pooler(bool on);
+
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 

@@ -9,9 +9,10 @@
 
 #include "db/db.h"
 
-/* A named statement: prepared once per connection on first use. Each db/ file
- * declares its statements as static const struct db_stmt, so the SQL of a
- * table lives in one place. */
+/* A named statement: prepared once per connection on first use (sent unnamed,
+ * with its text, behind a transaction pooler: db_set_transaction_pooler).
+ * Each db/ file declares its statements as static const struct db_stmt, so
+ * the SQL of a table lives in one place. */
 struct db_stmt {
 	const char *name;
 	const char *sql;

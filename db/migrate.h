@@ -50,9 +50,12 @@ struct db_migrate_report {
 /* Brings the database up to this binary: applies the migrations it has not
  * recorded, each in its own transaction, then reloads the engine in one
  * transaction when it differs; all under the migration lock. `c` must not be
- * inside a transaction. *out (may be NULL) says what was done. Failures:
- * ERR_CONFLICT when a newer hookflow upgraded the database (nothing is
- * changed), ERR_UNAVAILABLE when the database is away, else ERR_INTERNAL. */
+ * inside a transaction, and must reach PostgreSQL directly: the lock is a
+ * session advisory lock held across those transactions, which a transaction
+ * pooler would run in different server sessions. *out (may be NULL) says what
+ * was done. Failures: ERR_CONFLICT when a newer hookflow upgraded the
+ * database (nothing is changed), ERR_UNAVAILABLE when the database is away,
+ * else ERR_INTERNAL. */
 enum err_code db_migrate(struct db_conn *c, struct db_migrate_report *out, struct err *e);
 
 /* Compares the database with this binary without changing anything and

@@ -24,6 +24,7 @@ packages=(
 	gnuplot-nox # the benchmark's charts (tests/bench/charts.sh)
 	tzdata      # /usr/share/zoneinfo: schedules' time zones (base/tz.c)
 	openssl     # the command line: test CAs and certificates (tests/integration/test_tls.py)
+	pgbouncer   # `make integration-pgbouncer` and the bench's PgBouncer scenario run private ones
 )
 # The contract, dashboard and examples tests run on Node.js (20 on these
 # machines); Debian's nodejs and npm stand in only where none is installed.

@@ -12,6 +12,11 @@
 #                           (default hookflow-test; created when missing)
 #   HOOKFLOW_TEST_LOG_DIR   keep every service log there (default: a temp dir,
 #                           kept and printed only when a test fails)
+#   HOOKFLOW_TEST_PGBOUNCER=1  every instance goes through a PgBouncer in
+#                           transaction pooling mode (`make integration-pgbouncer`);
+#                           HOOKFLOW_TEST_PGBOUNCER_POOL: its server connections
+#                           per database (default 4); HOOKFLOW_TEST_PGBOUNCER_BIN
+#                           (default /usr/sbin/pgbouncer)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +34,8 @@ die() { echo "integration.sh: $*" >&2; exit 1; }
 "$py" -c 'import pytest' 2>/dev/null || die "pytest missing for $py (apt-get install python3-pytest)"
 [[ -x "$HOOKFLOW_TEST_PG_BIN/initdb" ]] || die "no PostgreSQL server binaries in $HOOKFLOW_TEST_PG_BIN"
 [[ -x "$HOOKFLOW_BIN" ]] || die "service binary $HOOKFLOW_BIN missing: run make first"
+[[ -x "${HOOKFLOW_TEST_PGBOUNCER_BIN:-/usr/sbin/pgbouncer}" ]] ||
+	die "no pgbouncer at ${HOOKFLOW_TEST_PGBOUNCER_BIN:-/usr/sbin/pgbouncer} (scripts/deps.sh installs Debian's pgbouncer)"
 
 # PostgreSQL refuses to run as root: the harness runs initdb/pg_ctl as an
 # unprivileged user (runuser -u), which must exist.

@@ -128,7 +128,8 @@ static void disconnect(struct listener *l)
 static bool connect_db(struct listener *l)
 {
 	struct err e = {0};
-	if (db_listen_open(l->cfg->database_url, channels, NCHANNELS, &l->lis, &e) ||
+	/* LISTEN holds its server session: never through a transaction pooler. */
+	if (db_listen_open(l->cfg->listen_database_url, channels, NCHANNELS, &l->lis, &e) ||
 	    db_conn_open(l->cfg->database_url, &l->db, &e)) {
 		disconnect(l);
 		return false;

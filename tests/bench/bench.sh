@@ -24,6 +24,9 @@
 #   7. flow control's cost: scenario 2 with the runs spread over 10,000
 #      concurrency keys and key_concurrency 2, alternated with the same
 #      without keys (SCALE_REPEAT times each): the medians' ratio
+#   8. scenario 2 with hookflow behind PgBouncer in transaction pooling mode
+#      (tests/bench/scenario_pgbouncer.sh), alternated with the same direct
+#      (SCALE_REPEAT times each): both medians and their ratio
 #
 # After every scenario it checks in SQL that all runs exist and succeeded, that
 # no (run_id, generation, step, attempt) appears twice in step_attempt and that
@@ -49,6 +52,8 @@
 #                            in-flight calls, runs kept; points in SWEEP_* below)
 #                            recorded in BENCHMARKS.md and drawn as charts
 #   BENCH_SIZE=1             only the size scenario (runs kept: tests/bench/scenario_size.sh)
+#   BENCH_PGBOUNCER=1        only the PgBouncer scenario (#8; results in $BENCH_OUT/pgbouncer.txt)
+#   BENCH_PGBOUNCER_POOL=N   PgBouncer's server connections per database (default 8)
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements
 #                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
@@ -203,6 +208,24 @@ EOF
 }
 
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# alternated_medians S BASE TEST: the medians of the SCALE_REPEAT alternated
+# rounds S<BASE>_k and S<TEST>_k: R[S<BASE>_steps_per_s] and, for the side
+# under test, R[S_steps_per_s]; every round's figure in R[S<BASE>_all] and
+# R[S_all]; the CPU split of the last round under test in R[S_hf_us] ...
+alternated_medians() {
+	local s=$1 base=$2 test=$3 k f base_all=() test_all=()
+	for ((k = 1; k <= SCALE_REPEAT; k++)); do
+		base_all+=("${R[${s}${base}_${k}_steps_per_s]}")
+		test_all+=("${R[${s}${test}_${k}_steps_per_s]}")
+	done
+	R[${s}${base}_steps_per_s]=$(median "${base_all[@]}")
+	R[${s}_steps_per_s]=$(median "${test_all[@]}")
+	R[${s}${base}_all]=$(IFS=,; echo "${base_all[*]}")
+	R[${s}_all]=$(IFS=,; echo "${test_all[*]}")
+	for f in hf_us pg_us wh_us lg_us other_pct; do
+		R[${s}_$f]=${R[${s}${test}_${SCALE_REPEAT}_$f]:-}
+	done
+}
 
 # BENCH_COMPARE: an earlier build against this one, alternately, so that the
 # machine's drift hits both; prints the medians and exits.
@@ -245,6 +268,8 @@ fi
 
 # shellcheck source=tests/bench/scenario_size.sh
 source "$root/tests/bench/scenario_size.sh" # with BENCH_SIZE=1: that scenario alone, then exit
+# shellcheck source=tests/bench/scenario_pgbouncer.sh
+source "$root/tests/bench/scenario_pgbouncer.sh" # with BENCH_PGBOUNCER=1: alone, then exit
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(now_ms)
@@ -259,24 +284,6 @@ if ((HOLD_MS > 0)); then
 	inflight "$INFLIGHT" "$HOLD_MS" s4b
 fi
 pgbench_run
-# alternated_medians S BASE TEST: the medians of the SCALE_REPEAT alternated
-# rounds S<BASE>_k and S<TEST>_k: R[S<BASE>_steps_per_s] and, for the side
-# under test, R[S_steps_per_s]; every round's figure in R[S<BASE>_all] and
-# R[S_all]; the CPU split of the last round under test in R[S_hf_us] ...
-alternated_medians() {
-	local s=$1 base=$2 test=$3 k f a=() b=()
-	for ((k = 1; k <= SCALE_REPEAT; k++)); do
-		a+=("${R[${s}${base}_${k}_steps_per_s]}")
-		b+=("${R[${s}${test}_${k}_steps_per_s]}")
-	done
-	R[${s}${base}_steps_per_s]=$(median "${a[@]}")
-	R[${s}_steps_per_s]=$(median "${b[@]}")
-	R[${s}${base}_all]=$(IFS=,; echo "${a[*]}")
-	R[${s}_all]=$(IFS=,; echo "${b[*]}")
-	for f in hf_us pg_us wh_us lg_us other_pct; do
-		R[${s}_$f]=${R[${s}${test}_${SCALE_REPEAT}_$f]:-}
-	done
-}
 
 # Scale-out: one instance and two instances on one database, alternately,
 # SCALE_REPEAT times each, so that the machine's drift hits both sides; #6
@@ -296,6 +303,9 @@ for ((k = 1; k <= SCALE_REPEAT; k++)); do
 	throughput "flow_keys_$k" "$RUNS10" "$STEPS" "s7keys_$k" 1 0 10000
 done
 alternated_medians s7 none keys
+
+# PgBouncer (issue 17): #8, scenario 2 behind PgBouncer against direct.
+pgbouncer_scenario
 
 if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 	for n in "${SWEEP_RUNS[@]}"; do throughput "sweep_runs" "$n" 1 "sw_runs_$n" 1; done
@@ -389,19 +399,21 @@ default_workers=$(($(nproc) / 2))
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "7" "10,000 keys, key_concurrency 2: transitions/s" "$s7" ">= 0.8x of no key" "$(ratio "$s7")" "$v7 (${flow_ratio}x)"
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  no key, alternated with it (median)" "$s7none" "" "$(ratio "$s7none")" ""
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "  runs: keys / no key" "${R[s7_all]} / ${R[s7none_all]}" "" "" ""
+	pgbouncer_rows ratio
 	if [[ -n "${R[size_ratio]:-}" ]]; then size_rows; fi
 	printf '%-4s %-52s %16s %-22s %9s %s\n' "" "no step settled twice, no run lost (all scenarios)" "${#failures[@]} problems" "0" "-" "$dups"
 	echo
 	echo "CPU per settled step (us): hookflow + postgres + webhook + loadgen; ceiling = $(nproc) cores / (hookflow + postgres);"
 	echo "other = CPU used meanwhile by anything else on the machine (% of all cores): it skews the figures;"
 	echo "WAL = the cluster's WAL bytes per settled step"
-	for k in s1 s2 s4 s4b s6 s7; do
+	for k in s1 s2 s4 s4b s6 s7 s8; do
 		[[ -n "${R[${k}_hf_us]:-}" ]] || continue
 		printf '  #%-2s %6s + %6s + %5s + %5s us   ceiling %6s steps/s   other %3s%%   WAL %6s B\n' "${k#s}" \
 			"${R[${k}_hf_us]}" "${R[${k}_pg_us]}" "${R[${k}_wh_us]}" "${R[${k}_lg_us]}" \
 			"$(awk -v a="${R[${k}_hf_us]}" -v b="${R[${k}_pg_us]}" -v n="$(nproc)" 'BEGIN { if (a + b > 0) printf "%.0f", n * 1e6 / (a + b); else print "-" }')" \
 			"${R[${k}_other_pct]}" "${R[${k}_wal_b]:--}"
 	done
+	echo "  #8 behind PgBouncer: PgBouncer itself ${R[s8_pgb_us]} us per step more (not in the ceiling)"
 	echo
 	if [[ "${BENCH_SWEEP:-}" = 1 ]]; then
 		echo "sweeps (fresh database and instance per point):"

@@ -9,8 +9,8 @@
 # with BENCH_KEEP=1).
 #
 # Environment (read here): BENCH_OUT, BENCH_PG_BIN, BENCH_NICE, BENCH_KEEP,
-# BENCH_PG_STATEMENTS, BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS (see
-# bench.sh).
+# BENCH_PG_STATEMENTS, BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS,
+# BENCH_PGBOUNCER_POOL (see bench.sh).
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 2
@@ -227,6 +227,59 @@ fresh_db() {
 	psql_db postgres -c "CREATE DATABASE $db" >/dev/null
 }
 
+# ---- PgBouncer --------------------------------------------------------------------
+
+# bench_start_pgbouncer: Debian's PgBouncer in front of the cluster, in
+# transaction pooling mode with BENCH_PGBOUNCER_POOL (8) server connections
+# per database, on a unix socket in $work/pgbouncer (as the cluster is: no
+# TCP on either side). It runs as the cluster's user, daemonized; the EXIT
+# trap stops it. Instances started with via_pgbouncer=1 go through it (README
+# "PgBouncer"): statements unnamed, LISTEN and migrations direct.
+pgb_bin=/usr/sbin/pgbouncer
+pgb_pool=${BENCH_PGBOUNCER_POOL:-8}
+pgb_port=6432
+pgb_pid=
+bench_start_pgbouncer() {
+	[[ -n "$pgb_pid" ]] && return 0
+	[[ -x "$pgb_bin" ]] || die "no $pgb_bin (scripts/deps.sh installs Debian's pgbouncer)"
+	local d=$work/pgbouncer
+	mkdir -m 700 "$d"
+	echo '"bench" ""' >"$d/userlist.txt"
+	cat >"$d/pgbouncer.ini" <<EOF
+[databases]
+* = host=$work/sock port=$pgport
+[pgbouncer]
+listen_addr =
+listen_port = $pgb_port
+unix_socket_dir = $d
+auth_type = trust
+auth_file = $d/userlist.txt
+admin_users = bench
+pool_mode = transaction
+default_pool_size = $pgb_pool
+max_client_conn = 2000
+logfile = $d/pgbouncer.log
+pidfile = $d/pgbouncer.pid
+log_connections = 0
+log_disconnections = 0
+EOF
+	[[ "$(id -u)" -eq 0 ]] && chown -R "$pguser" "$d"
+	say "pgbouncer: transaction pooling, default_pool_size $pgb_pool"
+	as_pg "$pgb_bin" -d "$d/pgbouncer.ini" >"$work/pgbouncer.log" 2>&1 || die "pgbouncer did not start"
+	wait_for "pgbouncer" 10 test -s "$d/pgbouncer.pid"
+	pgb_pid=$(cat "$d/pgbouncer.pid")
+	pids+=("$pgb_pid")
+	wait_for "pgbouncer answering" 10 pgb_admin "SHOW VERSION"
+	pgb_version=$("$pgb_bin" --version | awk 'NR == 1 { print $2 }')
+}
+pgb_conninfo() { echo "host=$work/pgbouncer port=$pgb_port user=bench dbname=$1"; }
+pgb_admin() { "$pgbin/psql" -X -q -tA -F ' ' -d "$(pgb_conninfo pgbouncer)" -c "$1"; }
+# pgb_pool_counts DB: "clients servers" of DB's pool (SHOW POOLS: cl_active +
+# cl_waiting, and every server connection whatever its state).
+pgb_pool_counts() {
+	pgb_admin "SHOW POOLS" | awk -v db="$1" '$1 == db { print $3 + $4, $7 + $10 + $11 + $12 + $13 }'
+}
+
 # ---- the webhook ----------------------------------------------------------------
 
 bench_start_webhook() {
@@ -253,6 +306,10 @@ start_hookflow() {
 	hf_port=$port
 	local envs=(HOOKFLOW_DATABASE_URL="$(conninfo "$db")" HOOKFLOW_LISTEN="127.0.0.1:$hf_port"
 		HOOKFLOW_LOG_LEVEL=warn HOOKFLOW_SHUTDOWN_GRACE_MS=3000)
+	if [[ -n "${via_pgbouncer:-}" ]]; then
+		envs+=(HOOKFLOW_DATABASE_URL="$(pgb_conninfo "$db")" HOOKFLOW_DATABASE_POOLER=transaction
+			HOOKFLOW_LISTEN_DATABASE_URL="$(conninfo "$db")")
+	fi
 	[[ -n "${BENCH_HTTP_THREADS:-}" ]] && envs+=(HOOKFLOW_HTTP_THREADS="$BENCH_HTTP_THREADS")
 	[[ -n "${BENCH_DB_POOL:-}" ]] && envs+=(HOOKFLOW_DB_POOL="$BENCH_DB_POOL")
 	[[ -n "${BENCH_WORKERS:-}" ]] && envs+=(HOOKFLOW_WORKERS="$BENCH_WORKERS")
@@ -295,22 +352,28 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
 # and the share of the machine's 2 cores used by everything else meanwhile.
 cpu_begin() {
 	cpu_hf0=$(pid_ticks "$@") cpu_pg0=$(pg_ticks) cpu_wh0=$(pid_ticks "$wh_pid")
+	cpu_pgb0=$(pid_ticks ${pgb_pid:+"$pgb_pid"})
 	cpu_all0=$(machine_ticks) cpu_t0=$(now_ms)
 }
 cpu_end() {
 	local key=$1 steps=$2
 	shift 2
-	local hf pg whk all ms
+	local hf pg whk pgb all ms
 	hf=$(($(pid_ticks "$@") - cpu_hf0)) pg=$(($(pg_ticks) - cpu_pg0))
 	whk=$(($(pid_ticks "$wh_pid") - cpu_wh0)) all=$(($(machine_ticks) - cpu_all0))
+	pgb=$(($(pid_ticks ${pgb_pid:+"$pgb_pid"}) - cpu_pgb0))
 	ms=$(($(now_ms) - cpu_t0))
 	((steps > 0)) || steps=1
 	R[${key}_hf_us]=$((hf * 1000000 / clk_tck / steps))
 	R[${key}_pg_us]=$((pg * 1000000 / clk_tck / steps))
 	R[${key}_wh_us]=$((whk * 1000000 / clk_tck / steps))
+	# PgBouncer's, for an instance behind it (via_pgbouncer)
+	if [[ -n "${via_pgbouncer:-}" ]]; then
+		R[${key}_pgb_us]=$((pgb * 1000000 / clk_tck / steps))
+	fi
 	# everything else: whatever else runs on the machine
 	R[${key}_lg_us]=$((${lg_cpu_ms:-0} * 1000 / steps))
-	R[${key}_other_pct]=$(awk -v o="$((all - hf - pg - whk - ${lg_cpu_ms:-0} * clk_tck / 1000))" -v t="$clk_tck" -v ms="$ms" -v n="$(nproc)" \
+	R[${key}_other_pct]=$(awk -v o="$((all - hf - pg - whk - pgb - ${lg_cpu_ms:-0} * clk_tck / 1000))" -v t="$clk_tck" -v ms="$ms" -v n="$(nproc)" \
 		'BEGIN { v = ms > 0 ? 100 * (o / t) / (ms / 1000) / n : 0; printf "%.0f", v < 0 ? 0 : v }')
 }
 
@@ -418,6 +481,11 @@ throughput() {
 	R[${key}_rss_mib]=$(($(vmhwm_kib "${hps[0]}") / 1024))
 	R[${key}_db_mib]=$(psql_db "$db" -c "SELECT (pg_total_relation_size('run') + pg_total_relation_size('step_attempt')) / 1048576")
 	R[${key}_deliveries]=$(wh_field steps)
+	if [[ -n "${via_pgbouncer:-}" ]]; then
+		local counts
+		counts=$(pgb_pool_counts "$db")
+		R[${key}_pgb_clients]=${counts% *} R[${key}_pgb_servers]=${counts#* }
+	fi
 	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
 		psql_db "$db" -F ' | ' -c "
 		  SELECT calls, round(total_exec_time::numeric, 1) AS ms,

@@ -14,10 +14,14 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from harness import Postgres, RefusedPort, Service, Webhook  # noqa: E402
+from harness import PgBouncer, Postgres, RefusedPort, Service, Webhook  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LOG_TAIL_LINES = int(os.environ.get("HOOKFLOW_TEST_LOG_LINES", "300"))
+# HOOKFLOW_TEST_PGBOUNCER=1: every instance the `services` fixture starts goes
+# through one PgBouncer in transaction pooling mode (README "PgBouncer"), with
+# HOOKFLOW_TEST_PGBOUNCER_POOL server connections per database (default 4).
+THROUGH_PGBOUNCER = os.environ.get("HOOKFLOW_TEST_PGBOUNCER") == "1"
 
 
 def pytest_configure(config):
@@ -59,6 +63,40 @@ def pg():
         server.destroy()
 
 
+@pytest.fixture(scope="session")
+def session_bouncer(pg):
+    """With HOOKFLOW_TEST_PGBOUNCER=1, the session's PgBouncer (harness.PgBouncer,
+    transaction mode) in front of `pg`; else None."""
+    if not THROUGH_PGBOUNCER:
+        yield None
+        return
+    base = tempfile.mkdtemp(prefix="hookflow-it-pgbouncer-")
+    bouncer = PgBouncer(pg, base, pool_size=int(os.environ.get("HOOKFLOW_TEST_PGBOUNCER_POOL", "4")))
+    try:
+        bouncer.start()
+        yield bouncer
+    finally:
+        bouncer.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def new_bouncer(pg):
+    """new_bouncer(pool_size) -> a started PgBouncer of this test's own in front
+    of `pg` (transaction mode), stopped when the test ends."""
+    made = []
+
+    def make(pool_size=4):
+        base = tempfile.mkdtemp(prefix="hookflow-it-pgbouncer-")
+        bouncer = PgBouncer(pg, base, pool_size=pool_size)
+        made.append(bouncer)
+        return bouncer.start()
+    yield make
+    for bouncer in made:
+        bouncer.stop()
+        shutil.rmtree(bouncer.base_dir, ignore_errors=True)
+
+
 @pytest.fixture
 def db(pg, request):
     """A fresh database for this test (harness.Database: url, sql(), scalar())."""
@@ -81,29 +119,33 @@ class Services:
     """Factory of hookflow instances on this test's database. Every instance is
     stopped (SIGTERM, then SIGKILL) when the test ends."""
 
-    def __init__(self, binary, db, log_dir, test_name, item):
+    def __init__(self, binary, db, log_dir, test_name, item, bouncer=None):
         self.binary = binary
         self.db = db
         self.log_dir = log_dir
+        self.bouncer = bouncer  # the session's PgBouncer (HOOKFLOW_TEST_PGBOUNCER=1) or None
         self.test_name = re.sub(r"[^A-Za-z0-9_.-]", "_", test_name)[:120]
         self.instances = []
         item._hookflow_services = self.instances
 
-    def new(self, binary=None, port=None, **env):
+    def new(self, binary=None, port=None, bouncer=False, **env):
         """A Service not started yet (start() it). `binary` runs another build
         than the one under test (an earlier release, for the upgrade tests);
-        `port` listens where an earlier instance did."""
+        `port` listens where an earlier instance did; `bouncer` (a
+        harness.PgBouncer, or None for a direct connection) replaces the
+        session's choice (HOOKFLOW_TEST_PGBOUNCER)."""
         n = len(self.instances) + 1
         log = os.path.join(self.log_dir, "%s.hookflow-%d.log" % (self.test_name, n))
         if os.path.exists(log):
             os.unlink(log)
-        svc = Service(binary or self.binary, self.db, log, env, port=port)
+        svc = Service(binary or self.binary, self.db, log, env, port=port,
+                      bouncer=self.bouncer if bouncer is False else bouncer)
         self.instances.append(svc)
         return svc
 
-    def start(self, binary=None, port=None, **env):
+    def start(self, binary=None, port=None, bouncer=False, **env):
         """Starts an instance with HOOKFLOW_* overrides and waits for /readyz 200."""
-        return self.new(binary=binary, port=port, **env).start()
+        return self.new(binary=binary, port=port, bouncer=bouncer, **env).start()
 
     def stop_all(self):
         """SIGTERMs every running instance. An instance that does not exit within
@@ -121,8 +163,11 @@ class Services:
 
 
 @pytest.fixture
-def services(hookflow_bin, db, log_dir, request):
-    factory = Services(hookflow_bin, db, log_dir, request.node.name, request.node)
+def services(hookflow_bin, db, log_dir, request, session_bouncer, new_bouncer):
+    # new_bouncer is set up first so that it is torn down last: a test's
+    # PgBouncer outlives the instances behind it.
+    factory = Services(hookflow_bin, db, log_dir, request.node.name, request.node,
+                       bouncer=session_bouncer)
     yield factory
     factory.stop_all()
 
@@ -169,3 +214,7 @@ def pytest_runtest_makereport(item, call):
             tail = svc.log_tail(LOG_TAIL_LINES)
             rep.sections.append(("hookflow log %s [%s] (last %d lines; full: %s)" % (
                 os.path.basename(svc.log_path), svc.state(), LOG_TAIL_LINES, svc.log_path), tail))
+        for bouncer in {id(s.bouncer): s.bouncer for s in getattr(item, "_hookflow_services", [])
+                        if s.bouncer is not None}.values():
+            rep.sections.append(("pgbouncer log (last 50 lines; full: %s)" % bouncer.log_path,
+                                 bouncer.log_tail(50)))

@@ -348,6 +348,131 @@ class Database:
             "AND table_name='%s' ORDER BY ordinal_position" % table)]
 
 
+PGBOUNCER_BIN = os.environ.get("HOOKFLOW_TEST_PGBOUNCER_BIN", "/usr/sbin/pgbouncer")
+
+
+class PgBouncer:
+    """PgBouncer (Debian's pgbouncer, 1.18) in transaction pooling mode in
+    front of a harness Postgres: on a private port on 127.0.0.1, connecting to
+    PostgreSQL over its loopback port, any database name passed through (a
+    wildcard entry), auth_type trust (PostgreSQL trusts loopback too). When run
+    as root it runs as the cluster's unprivileged user, as PostgreSQL does.
+
+    The pool is small (`pool_size` server connections per database and user,
+    default 4) so that hookflow's client connections really do share server
+    sessions: that is what surfaces state left in one session and expected in
+    the next. `admin(command)` runs a console command (SHOW POOLS, SHOW
+    SERVERS, ...) on its admin database `pgbouncer`."""
+
+    def __init__(self, pg, base_dir, pool_size=4):
+        self.pg = pg
+        self.base_dir = base_dir
+        self.pool_size = pool_size
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.conf_path = os.path.join(base_dir, "pgbouncer.ini")
+        self.log_path = os.path.join(base_dir, "pgbouncer.log")
+        self.proc = None
+
+    def start(self):
+        if not os.access(PGBOUNCER_BIN, os.X_OK):
+            raise RuntimeError("pgbouncer not found at %s (scripts/deps.sh installs Debian's pgbouncer; "
+                               "HOOKFLOW_TEST_PGBOUNCER_BIN names another)" % PGBOUNCER_BIN)
+        os.makedirs(self.base_dir, exist_ok=True)
+        with open(os.path.join(self.base_dir, "userlist.txt"), "w") as f:
+            f.write('"%s" ""\n' % self.pg.user)
+        with open(self.conf_path, "w") as f:
+            f.write("[databases]\n"
+                    "* = host=%s port=%d\n"
+                    "[pgbouncer]\n"
+                    "listen_addr = %s\n"
+                    "listen_port = %d\n"
+                    "unix_socket_dir =\n"
+                    "auth_type = trust\n"
+                    "auth_file = %s\n"
+                    "admin_users = %s\n"
+                    "pool_mode = transaction\n"
+                    "default_pool_size = %d\n"
+                    "min_pool_size = 0\n"
+                    "reserve_pool_size = 0\n"
+                    "max_client_conn = 2000\n"
+                    "logfile = %s\n"
+                    "log_connections = 0\n"
+                    "log_disconnections = 0\n"
+                    % (self.pg.host, self.pg.port, self.host, self.port,
+                       os.path.join(self.base_dir, "userlist.txt"), self.pg.user, self.pool_size,
+                       self.log_path))
+        kw = {}
+        if self.pg.run_as:
+            pw = pwd.getpwnam(self.pg.run_as)
+            for name in os.listdir(self.base_dir):
+                os.chown(os.path.join(self.base_dir, name), pw.pw_uid, pw.pw_gid)
+            os.chown(self.base_dir, pw.pw_uid, pw.pw_gid)
+            kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+        self.proc = subprocess.Popen([PGBOUNCER_BIN, self.conf_path], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", **kw)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError("pgbouncer exited with %s; log:\n%s" % (self.proc.returncode, self.log_tail()))
+            try:
+                return self.admin("SHOW VERSION") is not None
+            except RuntimeError:
+                return False
+        try:
+            wait_until(ready, timeout=30, interval=0.05, message="pgbouncer accepting connections")
+        except RuntimeError:
+            # The port free_port() chose was taken before pgbouncer bound it
+            # (tests run in parallel): another port, once.
+            if getattr(self, "_rebound", False) or "Address already in use" not in self.log_tail():
+                raise
+            self._rebound = True
+            self.port = free_port()
+            return self.start()
+        return self
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: immediate shutdown
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def url(self, dbname):
+        return "postgresql://%s@%s:%d/%s" % (self.pg.user, self.host, self.port, dbname)
+
+    def admin(self, command, timeout=30):
+        """Rows of an admin console command, as dicts (column name -> string)."""
+        r = subprocess.run([os.path.join(PG_BIN, "psql"), "-X", "-q", "-A", "-F", "\t", "-P", "footer=off",
+                            "-h", self.host, "-p", str(self.port), "-U", self.pg.user,
+                            "-d", "pgbouncer", "-c", command],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError("pgbouncer %r failed: %s" % (command, r.stderr.strip()))
+        lines = r.stdout.splitlines()
+        if not lines:
+            return []
+        head = lines[0].split("\t")
+        return [dict(zip(head, line.split("\t"))) for line in lines[1:]]
+
+    def pool(self, dbname):
+        """SHOW POOLS' row of database `dbname` (a dict of ints by column), or
+        None when it has no pool yet."""
+        for row in self.admin("SHOW POOLS"):
+            if row.get("database") == dbname:
+                return {k: (int(v) if v.isdigit() else v) for k, v in row.items()}
+        return None
+
+    def log_tail(self, lines=50):
+        try:
+            with open(self.log_path, "rb") as f:
+                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
 def sql_quote(s):
     return "'" + str(s).replace("'", "''") + "'"
 
@@ -556,9 +681,10 @@ class ServiceError(RuntimeError):
 class Service:
     """One `hookflow serve` process. Its stdout and stderr go to a log file."""
 
-    def __init__(self, binary, db, log_path, env, port=None):
+    def __init__(self, binary, db, log_path, env, port=None, bouncer=None):
         self.binary = binary
         self.db = db
+        self.bouncer = bouncer  # a PgBouncer in front of the database, or None
         self.log_path = log_path
         self.auto_port = port is None  # free_port() chose it: another may be chosen
         self.port = port or free_port()
@@ -585,6 +711,13 @@ class Service:
             "HOOKFLOW_LOG_LEVEL": "debug",
             "HOOKFLOW_PUBLIC_URL": self.base_url,
         })
+        if self.bouncer is not None:
+            # The statements through PgBouncer; LISTEN and migrations direct.
+            env.update({
+                "HOOKFLOW_DATABASE_URL": self.bouncer.url(self.db.name),
+                "HOOKFLOW_LISTEN_DATABASE_URL": self.db.url,
+                "HOOKFLOW_DATABASE_POOLER": "transaction",
+            })
         for k, v in self.env_overrides.items():
             if v is None:
                 env.pop(k, None)
