@@ -87,7 +87,18 @@ static struct db_conn *migrate(const struct config *cfg)
 			exit(1);
 		}
 		log_warn("main", "database not reachable yet, retrying", "error=\"%s\"", e.msg);
-		sleep(1);
+		/* A second between tries. serve blocks SIGTERM and SIGINT for its
+		 * sigwait: one that arrives meanwhile is taken here and stops the
+		 * start-up at once (`docker stop` while the database is down). */
+		sigset_t stop;
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGTERM);
+		sigaddset(&stop, SIGINT);
+		struct timespec pause = {.tv_sec = 1};
+		if (sigtimedwait(&stop, NULL, &pause) > 0) {
+			log_info("main", "stopped while waiting for the database", NULL);
+			exit(0);
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ and the X-Request-Id convention (openapi/openapi.yaml, info.description)."""
 
 import os
 import re
+import signal
 
 from harness import Api, StepScript, free_port, succeed, wait_until
 
@@ -88,6 +89,18 @@ def test_bad_configuration_exits_naming_the_variable(services):
     code = svc.wait_exit(15)
     assert code is not None and code != 0, "hookflow started with HOOKFLOW_LEASE_MS=soon"
     assert "HOOKFLOW_LEASE_MS" in svc.log_text()
+
+
+def test_sigterm_while_the_database_is_down_stops_the_start_up(services, refused_port):
+    """Start-up waits up to a minute for the database; a SIGTERM meanwhile
+    (docker stop) ends it at once, cleanly."""
+    svc = services.new(HOOKFLOW_DATABASE_URL="postgresql://x@127.0.0.1:%d/x" % refused_port.port)
+    svc.start(wait_ready=False)
+    wait_until(lambda: "database not reachable yet" in svc.log_text(), timeout=15,
+               message="the first retry")
+    svc.send_signal(signal.SIGTERM)
+    assert svc.wait_exit(5) == 0, svc.log_tail()
+    assert "stopped while waiting for the database" in svc.log_text()
 
 
 def _serving_line(svc):
