@@ -180,8 +180,8 @@ static int serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info("main", "shutting down", "signal=%d grace_ms=%d", sig, cfg->shutdown_grace_ms);
 	dispatcher_stop(d, cfg->shutdown_grace_ms);
-	waiters_notify_all(ws); /* long-polls answer with the run as it stands */
-	submitter_stop(sub);    /* queued submissions are committed and answered */
+	listener_close_waits(l); /* long-polls answer with the run as it stands */
+	submitter_stop(sub);     /* queued submissions are committed and answered */
 	http_server_stop(srv);
 	snapshot_free(snap);
 	listener_stop(l);

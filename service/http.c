@@ -638,7 +638,7 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 	if (r->wait_deadline == 0)
 		r->wait_deadline = now + wait_ms;
 	lp_release(r); /* a fired wait is re-armed with what is left of the deadline */
-	if (now >= r->wait_deadline)
+	if (http_longpoll_expired(r))
 		return ERR_OK;
 	struct longpoll *lp = http_async_arm(r); /* the token is the waiter's */
 	if (lp == NULL)
@@ -657,7 +657,8 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 
 bool http_longpoll_expired(const struct http_req *r)
 {
-	return r->wait_deadline != 0 && timefmt_mono_ms() >= r->wait_deadline;
+	return (r->wait_deadline != 0 && timefmt_mono_ms() >= r->wait_deadline) ||
+	       listener_closing(r->app->listener);
 }
 
 bool http_longpoll_suspend(struct http_req *r)

@@ -1,0 +1,120 @@
+"""What hookflow does in the moments of a database failover, one piece at a
+time on a single PostgreSQL (the whole failover, with a real HA manager, is
+tests/ha):
+
+- the server it is connected to turns read-only (SQLSTATE 25006), as
+  pg_auto_failover makes the standby it promotes until the old primary is
+  known gone: requests are answered 503 `unavailable` (never 500), the
+  connections are dropped and made again once the server takes writes
+  (target_session_attrs=read-write in the URL);
+- the LISTEN connection is lost and comes back: every long-poll is woken to
+  read again (a termination may have been missed meanwhile), and one whose run
+  has not terminated waits on until it does or until its wait_ms."""
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+
+from harness import Api, Hang, Postgres, Service, StepScript, cont, succeed, wait_until
+
+
+def test_a_server_turned_read_only_gets_503_then_hookflow_reconnects_when_it_takes_writes(
+        hookflow_bin, log_dir, webhook):
+    # A cluster of its own: default_transaction_read_only is set for the
+    # whole server (ALTER SYSTEM), which would disturb the other tests.
+    base = tempfile.mkdtemp(prefix="hookflow-it-ro-")
+    pg = Postgres(base)
+    svc = None
+    try:
+        pg.init()
+        db = pg.create_database("ro")
+        db.url += "?target_session_attrs=read-write&connect_timeout=5"
+        svc = Service(hookflow_bin, db, os.path.join(log_dir, "read_only.hookflow.log"),
+                      {"HOOKFLOW_POLL_MS": "200"})
+        svc.start()
+        api = svc.api
+        webhook.route("/steps", StepScript({0: cont("a"), 1: succeed("done")}))
+        api.put_workflow("wf", webhook.url())
+        assert api.wait_terminal(api.submit("wf")["run_id"])["status"] == "succeeded"
+
+        pg.psql("postgres", "ALTER SYSTEM SET default_transaction_read_only = on")
+        pg.psql("postgres", "SELECT pg_reload_conf()")
+        wait_until(lambda: pg.psql("postgres", "SHOW default_transaction_read_only") == [["on"]], timeout=10)
+
+        # A session applies a reload after its next statement: submissions go
+        # on until they are refused, and every answer is 201 or 503.
+        answers, acked = [], []
+
+        def submit(into):
+            r = api.post("/v1/runs", {"workflow": "wf"})
+            into.append((r.status, r.error_code))
+            assert (r.status, r.error_code) in ((201, None), (503, "unavailable")), r
+            if r.status == 201:
+                acked.append(r.body["run_id"])
+            return r
+
+        wait_until(lambda: submit(answers).status == 503 or None, timeout=30, interval=0.05,
+                   message="a submission refused while read-only")
+        for _ in range(5):  # the connections made again find no server that takes writes
+            submit(answers)
+        assert answers[-5:] == [(503, "unavailable")] * 5, answers
+        signal_answer = api.post("/v1/signals/ro-key", {"payload": 1})
+        assert (signal_answer.status, signal_answer.error_code) == (503, "unavailable"), signal_answer
+        assert "server is read-only, reconnecting" in svc.log_text()
+
+        pg.psql("postgres", "ALTER SYSTEM RESET default_transaction_read_only")
+        pg.psql("postgres", "SELECT pg_reload_conf()")
+        later = []
+        wait_until(lambda: submit(later).status == 201 or None, timeout=30, interval=0.1,
+                   message="a submission accepted again")
+        # Every run acknowledged, before or after, ends; no other run exists.
+        for rid in acked:
+            assert api.wait_terminal(rid, timeout=30)["status"] == "succeeded"
+        assert db.sql("SELECT status, count(*) FROM run GROUP BY status") == [["succeeded", str(len(acked) + 1)]]
+        assert svc.stop(signal.SIGTERM) == 0
+    finally:
+        if svc is not None and svc.running():
+            svc.kill()
+        pg.destroy()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_long_poll_woken_by_a_listen_reconnect_waits_on_until_the_run_ends(services, db, webhook):
+    svc = services.start()
+    api = svc.api
+    release = threading.Event()
+    webhook.route("/steps", StepScript({0: Hang(release=release, then=succeed("late"), max_s=60)}))
+    api.put_workflow("wf", webhook.url(), timeout_ms=60000)
+    rid = api.submit("wf")["run_id"]
+    webhook.wait_requests(1, run_id=rid)
+    out, sent = {}, threading.Event()
+
+    def poll():
+        api = Api(svc.base_url, timeout=60)
+        sent.set()
+        r = api.get("/v1/runs/" + rid, params={"wait_ms": 30000})
+        out["answer"] = (time.monotonic(), r.status, r.body)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    assert sent.wait(5)
+    assert svc.log_text().count(" listener listening") == 1
+
+    # The LISTEN connection is cut; the listener makes it again a second
+    # later (the long-poll is waiting by then), wakes every waiter, then
+    # reloads the delivery-token keys.
+    db.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+           "WHERE datname = current_database() AND query LIKE 'LISTEN %'")
+    wait_until(lambda: svc.log_text().count("delivery-token keys loaded") >= 2, timeout=15,
+               message="the listener back and its waiters woken")
+    assert "answer" not in out, "the long-poll answered when the LISTEN connection came back: %r" % (out,)
+
+    t_release = time.monotonic()
+    release.set()
+    t.join(40)
+    t_answer, status, body = out["answer"]
+    assert status == 200 and body["status"] == "succeeded" and body["result"] == "late", body
+    assert t_answer >= t_release
