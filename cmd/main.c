@@ -23,6 +23,7 @@
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "base/version.h"
+#include "db/conninfo.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/keys.h"
@@ -271,6 +272,13 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	if (config_load(&cfg, true, &e))
 		die(e.msg);
+	/* Every connection hookflow makes uses the completed URL (a connect
+	 * timeout unless it sets one: db/conninfo.h). */
+	char *url = NULL;
+	if (db_conninfo_complete(cfg.database_url, &url, &e))
+		die(e.msg);
+	free(cfg.database_url);
+	cfg.database_url = url;
 	log_setup((enum log_level)cfg.log_level, cfg.log_json);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		die("curl_global_init failed");

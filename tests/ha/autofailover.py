@@ -71,6 +71,11 @@ log_min_messages = warning
 log_line_prefix = '%m [%p] %d '
 """
 
+# HOOKFLOW_HA_MANAGER_DEFAULTS=1 leaves pg_auto_failover's own defaults (to
+# measure them; the README has the figures).
+if os.environ.get("HOOKFLOW_HA_MANAGER_DEFAULTS") == "1":
+    MONITOR_SETTINGS, KEEPER_SETTINGS = {}, {}
+
 PRIMARY_STATES = ("primary", "wait_primary", "single")
 
 

@@ -6,7 +6,8 @@
 #
 # Environment: HOOKFLOW_BIN (default build/hookflow; make ha-test uses the ASan
 # build), HOOKFLOW_HA_RUNS (runs in flight, default 300), HOOKFLOW_TEST_KEEP=1
-# (keep the logs on success), HOOKFLOW_TEST_PG_BIN (default
+# (keep the logs on success), HOOKFLOW_HA_MANAGER_DEFAULTS=1 (pg_auto_failover's
+# own timings instead of the faster ones of tests/ha/autofailover.py), HOOKFLOW_TEST_PG_BIN (default
 # /usr/lib/postgresql/15/bin), HOOKFLOW_TEST_PG_USER (the user PostgreSQL and
 # pg_autoctl run as when run as root; default hookflow-test, created when
 # missing). Extra arguments go to pytest (e.g. -k switchover).

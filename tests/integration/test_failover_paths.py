@@ -9,14 +9,20 @@ tests/ha):
   (target_session_attrs=read-write in the URL);
 - the LISTEN connection is lost and comes back: every long-poll is woken to
   read again (a termination may have been missed meanwhile), and one whose run
-  has not terminated waits on until it does or until its wait_ms."""
+  has not terminated waits on until it does or until its wait_ms;
+- a host of a multi-host URL never answers (it accepts connections and says
+  nothing, as a node whose PostgreSQL hangs): without connect_timeout in the
+  URL, libpq would wait for it forever; hookflow adds one (db/conninfo.h), so
+  each connection moves on to the next host after it."""
 
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
+import types
 
 from harness import Api, Hang, Postgres, Service, StepScript, cont, succeed, wait_until
 
@@ -118,3 +124,55 @@ def test_a_long_poll_woken_by_a_listen_reconnect_waits_on_until_the_run_ends(ser
     t_answer, status, body = out["answer"]
     assert status == 200 and body["status"] == "succeeded" and body["result"] == "late", body
     assert t_answer >= t_release
+
+
+class SilentHost:
+    """A TCP port on 127.0.0.1 that accepts every connection and never says
+    anything (nor closes it) until close()."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self):
+        self.sock.close()
+        for c in self.accepted:
+            c.close()
+
+
+def test_a_host_that_never_answers_first_in_the_url_delays_each_connection_but_hangs_none(
+        hookflow_bin, pg, db, log_dir, webhook):
+    silent = SilentHost()
+    # No connect_timeout: hookflow's default (5 s per host) applies.
+    url = "postgresql://%s@127.0.0.1:%d,127.0.0.1:%d/%s" % (pg.user, silent.port, pg.port, db.name)
+    svc = Service(hookflow_bin, types.SimpleNamespace(url=url), os.path.join(log_dir, "silent_host.hookflow.log"),
+                  {"HOOKFLOW_WORKERS": "1"})
+    try:
+        t0 = time.monotonic()
+        svc.start(timeout=90)
+        ready_after = time.monotonic() - t0
+        assert silent.accepted, "the silent host was never tried"
+        assert ready_after >= 5, "ready after %.1fs: the silent host did not cost a connect timeout" % ready_after
+        webhook.route("/steps", StepScript({0: succeed("through the second host")}))
+        svc.api.timeout = 60
+        svc.api.put_workflow("wf", webhook.url())
+        run = svc.api.wait_terminal(svc.api.submit("wf")["run_id"], timeout=60)
+        assert run["status"] == "succeeded" and run["result"] == "through the second host", run
+        assert svc.stop(signal.SIGTERM) == 0
+    finally:
+        if svc.running():
+            svc.kill()
+        silent.close()
