@@ -176,3 +176,41 @@ def test_a_host_that_never_answers_first_in_the_url_delays_each_connection_but_h
         if svc.running():
             svc.kill()
         silent.close()
+
+
+def test_on_sigterm_long_polls_answer_at_once_with_the_run_and_the_group_as_they_stand(services, webhook):
+    # The wait ends when the service stops (listener_close_waits), though a
+    # fired long-poll otherwise waits again while its run is not terminal.
+    from helpers_issue4 import get_group, put_group
+
+    svc = services.start(HOOKFLOW_SHUTDOWN_GRACE_MS="1000")
+    webhook.route("/steps", lambda req: Hang(max_s=60))
+    svc.api.put_workflow("wf", webhook.url(), timeout_ms=60000)
+    rid = svc.api.submit("wf")["run_id"]
+    assert put_group(svc.api, "g", "wf", [{"key": "a"}]).status == 201
+    webhook.wait_requests(2, path="/steps")
+    out, sent = {}, threading.Barrier(3)
+
+    def run_poll():
+        api = Api(svc.base_url, timeout=60)
+        sent.wait()
+        out["run"] = api.get("/v1/runs/" + rid, params={"wait_ms": 50000})
+
+    def group_poll():
+        api = Api(svc.base_url, timeout=60)
+        sent.wait()
+        out["group"] = get_group(api, "g", wait_ms=50000)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (run_poll, group_poll)]
+    for t in threads:
+        t.start()
+    sent.wait()
+    # The waits end after the calls in flight had their grace (1 s: the two
+    # long-polls are waiting by then), their steps released, not run.
+    t0 = time.monotonic()
+    assert svc.stop(signal.SIGTERM, timeout=20) == 0
+    for t in threads:
+        t.join(10)
+    assert time.monotonic() - t0 < 10
+    assert out["run"].status == 200 and out["run"].body["status"] == "pending", out["run"]
+    assert out["group"].status == 200 and out["group"].body["pending"] == 1, out["group"]
