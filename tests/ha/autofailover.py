@@ -22,7 +22,6 @@ import signal
 import subprocess
 import time
 
-import harness
 from harness import PG_BIN, as_user, free_port, give_to, pg_run_as, wait_until
 
 PG_CTL = os.path.join(PG_BIN, "pg_ctl")
@@ -375,6 +374,3 @@ def _alive(pid):
 def _current_user():
     import pwd
     return pwd.getpwuid(os.geteuid()).pw_name
-
-
-__all__ = ["Formation", "FormationError", "MONITOR_SETTINGS", "KEEPER_SETTINGS", "APP_USER", "harness"]

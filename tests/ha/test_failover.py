@@ -23,11 +23,12 @@ through NOTIFY: HOOKFLOW_POLL_MS is a minute); signals and cancels sent after
 it through either instance reach their runs (a cancel aborts the call held on
 the other instance); every run acknowledged with 201 ends as planned
 (succeeded with the result its webhook derived, or cancelled); every run in
-the database is terminal; no step was settled twice (harness.
-step_history_problems, as the chaos test checks it); the webhook saw every
-payload chained and every signal; the instances exit 0 with no sanitizer
-report. The timings (kill to new primary, to writable, to /readyz 200, the 503s)
-are printed; README.md, "High availability", has them."""
+the database is terminal; no step was settled twice
+(harness.step_history_problems, as the chaos test checks it); the webhook saw
+every payload chained and every signal; long-polls made before the fault
+answer with their run terminal; the instances exit 0 with no sanitizer report.
+The timings (fault to new primary, to writable, to /readyz 200, the 503s) are
+printed; README.md, "High availability", has them."""
 
 import collections
 import json
