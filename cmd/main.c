@@ -27,6 +27,7 @@
 #include "base/timefmt.h"
 #include "base/version.h"
 #include "cmd/cli.h"
+#include "db/conninfo.h"
 #include "db/db.h"
 #include "db/jobs.h"
 #include "db/keys.h"
@@ -235,8 +236,8 @@ static int serve(struct config *cfg)
 	sigwait(&set, &sig);
 	log_info("main", "shutting down", "signal=%d grace_ms=%d", sig, cfg->shutdown_grace_ms);
 	dispatcher_stop(d, cfg->shutdown_grace_ms);
-	waiters_notify_all(ws); /* long-polls answer with the run as it stands */
-	submitter_stop(sub);    /* queued submissions are committed and answered */
+	listener_close_waits(l); /* long-polls answer with the run as it stands */
+	submitter_stop(sub);     /* queued submissions are committed and answered */
 	http_server_stop(srv);
 	snapshot_free(snap);
 	listener_stop(l);
@@ -338,6 +339,17 @@ int main(int argc, char **argv)
 	struct err e = {0};
 	if (config_load(&cfg, true, &e))
 		die(e.msg);
+	/* Every connection hookflow makes uses a completed URL (a connect
+	 * timeout unless it sets one: db/conninfo.h). */
+	const char *names[] = {"HOOKFLOW_DATABASE_URL", "HOOKFLOW_LISTEN_DATABASE_URL"};
+	char **urls[] = {&cfg.database_url, &cfg.listen_database_url};
+	for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+		char *url = NULL;
+		if (db_conninfo_complete(names[i], *urls[i], &url, &e))
+			die(e.msg);
+		free(*urls[i]);
+		*urls[i] = url;
+	}
 	log_setup((enum log_level)cfg.log_level, cfg.log_json);
 	db_set_transaction_pooler(cfg.db_transaction_pooler);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)

@@ -201,7 +201,8 @@ static void busy_pause(int attempt)
 	nanosleep(&ts, NULL);
 }
 
-/* Maps a failed result to the error currency. */
+/* Maps a failed result to the error currency. A connection lost, or to a
+ * server that takes no writes (closed here), is ERR_UNAVAILABLE. */
 static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what, struct err *e)
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -213,6 +214,20 @@ static enum err_code map_error(struct db_conn *c, PGresult *r, const char *what,
 	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
 	    strcmp(state, "57P03") == 0) {
 		log_warn("db", "connection lost", "stmt=%s error=\"%s\"", what, m);
+		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
+	}
+	/* The server takes no writes (read_only_sql_transaction): a standby, or
+	 * a node an HA manager fenced read-only during a failover (pg_auto_failover
+	 * does so to the standby it promotes until the old primary is known
+	 * gone). The connection is of no use for writing: it is closed so that
+	 * its next use connects again, and a target_session_attrs=read-write URL
+	 * then finds the node that takes writes. */
+	if (strcmp(state, "25006") == 0) {
+		log_warn("db", "server is read-only, reconnecting", "stmt=%s error=\"%s\"", what,
+			 m);
+		PQfinish(c->pg);
+		c->pg = NULL;
+		c->nprepared = 0;
 		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
 	}
 	if (strcmp(state, "23505") == 0)

@@ -3,8 +3,9 @@
  * leaves db/.
  *
  * A struct db_conn is used by one thread at a time. A lost connection is
- * reported as ERR_UNAVAILABLE and reset on the next use; prepared statements
- * are prepared again after a reset. */
+ * reported as ERR_UNAVAILABLE and reset on the next use, as is one whose
+ * server turned read-only (SQLSTATE 25006: a failover in progress); prepared
+ * statements are prepared again after a reset. */
 #ifndef HOOKFLOW_DB_H
 #define HOOKFLOW_DB_H
 

@@ -211,25 +211,28 @@ void handle_run_get(struct http_req *r)
 	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
 	    db_run_get(c, id, &run, &terminal, &e))
 		goto out;
-	if (!terminal && wait_ms > 0 && http_longpoll_state(r) == HTTP_LP_NONE) {
+	/* Until the run is terminal or the wait is over. A wait that fired
+	 * without the run terminating (the LISTEN connection came back after
+	 * a failover, which fires every waiter) waits again for what is left. */
+	while (!terminal && wait_ms > 0 && !http_longpoll_expired(r)) {
 		/* Arm first, then read again: a termination committed in between
 		 * is either seen by this read or fires the waiter. */
 		json_decref(run);
 		run = NULL;
 		if (http_longpoll_arm(r, id, wait_ms, &e) || db_run_get(c, id, &run, &terminal, &e))
 			goto out;
-		if (!terminal) {
-			hc_db_release(r, c);
-			c = NULL;
-			if (http_longpoll_suspend(r)) {
-				json_decref(run);
-				return; /* called again when the wait ends */
-			}
+		if (terminal)
+			break;
+		hc_db_release(r, c);
+		c = NULL;
+		if (http_longpoll_suspend(r)) {
 			json_decref(run);
-			run = NULL;
-			if (hc_db(r, &c, &e) || db_run_get(c, id, &run, &terminal, &e))
-				goto out;
+			return; /* called again when the wait fires */
 		}
+		json_decref(run);
+		run = NULL;
+		if (hc_db(r, &c, &e) || db_run_get(c, id, &run, &terminal, &e))
+			goto out;
 	}
 	http_reply_json(r, 200, run);
 	run = NULL;

@@ -18,6 +18,7 @@ packages=(
 	libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libpq-dev libssl-dev
 	libcmocka-dev
 	postgresql-15
+	postgresql-15-auto-failover pg-auto-failover-cli # the failover tests (tests/ha)
 	python3 python3-pytest python3-pytest-xdist
 	python3-yaml # sdk/generate.py reads openapi/openapi.yaml (make sdk, make sdk-check)
 	curl valgrind clang-format git

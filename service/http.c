@@ -19,6 +19,7 @@
 #include "service/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -80,7 +81,16 @@ struct http_server {
 	bool sweeping;
 	bool stop;
 	int64_t timeout_ms;
+	/* Requests begun and not completed (under omu), waited for at stop. */
+	pthread_mutex_t omu;
+	pthread_cond_t ocv;
+	int open_requests;
 };
+
+/* At stop, how long answers already on their way (long-polls the shutdown
+ * woke, submissions the submitter answered) may take to be sent before the
+ * daemon closes every connection. */
+#define HTTP_STOP_DRAIN_MS 2000
 
 struct longpoll {
 	atomic_int refs;
@@ -638,7 +648,7 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 	if (r->wait_deadline == 0)
 		r->wait_deadline = now + wait_ms;
 	lp_release(r); /* a fired wait is re-armed with what is left of the deadline */
-	if (now >= r->wait_deadline)
+	if (http_longpoll_expired(r))
 		return ERR_OK;
 	struct longpoll *lp = http_async_arm(r); /* the token is the waiter's */
 	if (lp == NULL)
@@ -657,7 +667,8 @@ enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wai
 
 bool http_longpoll_expired(const struct http_req *r)
 {
-	return r->wait_deadline != 0 && timefmt_mono_ms() >= r->wait_deadline;
+	return (r->wait_deadline != 0 && timefmt_mono_ms() >= r->wait_deadline) ||
+	       listener_closing(r->app->listener);
 }
 
 bool http_longpoll_suspend(struct http_req *r)
@@ -724,6 +735,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	log_debug("http", "request", "request_id=%s method=%s status=%d duration_ms=%lld term=%d",
 		  r->request_id, r->method, r->status,
 		  (long long)(timefmt_mono_ms() - r->started_ms), (int)toe);
+	struct http_server *s = (struct http_server *)r->server;
+	pthread_mutex_lock(&s->omu);
+	if (--s->open_requests == 0)
+		pthread_cond_broadcast(&s->ocv);
+	pthread_mutex_unlock(&s->omu);
 	/* The next request on this connection has the whole timeout again. */
 	track_arm((struct http_server *)r->server, conn_track_of(c));
 	lp_release(r);
@@ -1097,6 +1113,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (r == NULL)
 			return MHD_NO;
 		*con_cls = r;
+		pthread_mutex_lock(&s->omu);
+		s->open_requests++;
+		pthread_mutex_unlock(&s->omu);
 		r->app = s->app;
 		r->server = s;
 		r->conn = conn;
@@ -1179,10 +1198,12 @@ enum err_code http_server_start(const struct app *app, const struct http_route *
 	atomic_store(&s->port, cfg->listen_port);
 	s->timeout_ms = cfg->request_timeout_ms;
 	pthread_mutex_init(&s->tmu, NULL);
+	pthread_mutex_init(&s->omu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->tcv, &ca);
+	pthread_cond_init(&s->ocv, &ca);
 	pthread_condattr_destroy(&ca);
 	if (s->timeout_ms > 0) {
 		if (pthread_create(&s->sweeper, NULL, sweeper_main, s) != 0) {
@@ -1259,6 +1280,8 @@ static void server_free(struct http_server *s)
 	}
 	pthread_cond_destroy(&s->tcv);
 	pthread_mutex_destroy(&s->tmu);
+	pthread_cond_destroy(&s->ocv);
+	pthread_mutex_destroy(&s->omu);
 	free(s);
 }
 
@@ -1266,6 +1289,15 @@ void http_server_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
+	/* The requests still open are answered by now or about to be (the
+	 * callers stopped what they wait for first): let their answers go out,
+	 * for HTTP_STOP_DRAIN_MS at most. */
+	struct timespec dl;
+	timefmt_mono_deadline(HTTP_STOP_DRAIN_MS, &dl);
+	pthread_mutex_lock(&s->omu);
+	while (s->open_requests > 0 && pthread_cond_timedwait(&s->ocv, &s->omu, &dl) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->omu);
 	MHD_stop_daemon(s->daemon); /* every connection leaves the deadline list */
 	server_free(s);
 }

@@ -152,18 +152,24 @@ void http_reply_header(struct http_req *r, const char *name, const char *value);
 enum http_longpoll_state { HTTP_LP_NONE = 0, HTTP_LP_ARMED, HTTP_LP_FIRED };
 
 /* NONE on a first call, FIRED when the handler is called again after its
- * wait ended (the run terminated or the deadline passed). */
+ * wait fired (the run terminated, the deadline passed, or the LISTEN
+ * connection came back). */
 enum http_longpoll_state http_longpoll_state(const struct http_req *r);
 
 /* Registers a waiter on `key` (a run id, or "group:<id>") until `wait_ms`
  * after the first arm of this request; arming again after a wait fired
  * re-arms with what is left. Call before the final re-read of the state, so
- * no change can slip between read and wait. Arms nothing once the deadline
- * has passed (http_longpoll_suspend then returns false). */
+ * no change can slip between read and wait. Arms nothing once the wait is
+ * over (http_longpoll_expired; http_longpoll_suspend then returns false). A
+ * wait may fire before what it waits for happened (the LISTEN connection
+ * came back: every waiter fires): the handler reads again and arms again
+ * while the wait is not over. */
 enum err_code http_longpoll_arm(struct http_req *r, const char *key, int64_t wait_ms,
 				struct err *e);
 
-/* True once the deadline set by the first arm has passed. */
+/* True once the deadline set by the first arm has passed, or the service
+ * is shutting down (listener_closing): the wait is over, answer as things
+ * stand. */
 bool http_longpoll_expired(const struct http_req *r);
 
 /* Suspends the connection until the waiter fires. Returns false when it has

@@ -39,6 +39,7 @@ struct listener {
 	int evfd;
 	atomic_bool stop;
 	atomic_bool connected;
+	atomic_bool closing; /* shutting down: long-polls answer as things stand */
 	struct db_listener *lis;
 	struct db_conn *db;
 	int64_t due_at;    /* monotonic ms of the next promote/reap, or -1 */
@@ -93,6 +94,17 @@ int listener_unwait(struct listener *l, uint64_t id)
 bool listener_connected(const struct listener *l)
 {
 	return atomic_load(&l->connected);
+}
+
+void listener_close_waits(struct listener *l)
+{
+	atomic_store(&l->closing, true);
+	waiters_notify_all(l->ws);
+}
+
+bool listener_closing(const struct listener *l)
+{
+	return atomic_load(&l->closing);
 }
 
 static void on_notify(void *arg, const char *channel, const char *payload)

@@ -38,6 +38,17 @@ int listener_unwait(struct listener *l, uint64_t id);
 /* True while the LISTEN connection is up. */
 bool listener_connected(const struct listener *l);
 
+/* Shutting down: fires every long-poll waiter, and from now on
+ * listener_closing is true, so that a long-poll answers with what it waits
+ * for as it stands instead of waiting again. (A reconnect of the LISTEN
+ * connection also fires every waiter, since a termination may have been
+ * missed: a long-poll then reads again and, when its wait is not over,
+ * waits again.) */
+void listener_close_waits(struct listener *l);
+
+/* True once listener_close_waits was called. */
+bool listener_closing(const struct listener *l);
+
 /* Stops and joins the thread. */
 void listener_stop(struct listener *l);
 

@@ -59,7 +59,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import harness  # noqa: E402  (tests/integration/harness.py)
-from harness import Api, Postgres, Service, TERMINAL  # noqa: E402
+from harness import SETTLING_RESULTS, TERMINAL, Api, Postgres, Service, step_history_problems  # noqa: E402
 
 STEPS = 5                 # steps 0..4; step 4 gives the run's verdict
 WORKFLOW = "chaos"
@@ -1219,38 +1219,19 @@ def verify(db, hook, sub, policy, submitted, expected, wanted, completer, listin
             mismatches.append((rid, "want %r got %r" % (want, got)))
 
     # History: per run and generation, steps 0..final_step without gaps;
-    # attempts 1..k per step; one settling result per step, as its last attempt.
-    hist = collections.defaultdict(lambda: collections.defaultdict(list))
-    dup_attempt_rows = collections.Counter()
-    results = collections.Counter()
-    for a in attempts:
-        hist[(a["run_id"], a["generation"])][a["step"]].append(a)
-        dup_attempt_rows[(a["run_id"], a["generation"], a["step"], a["attempt"])] += 1
-        results[a["result"]] += 1
-    dup_attempts = {k: n for k, n in dup_attempt_rows.items() if n > 1}
-    noncontiguous, settled_twice, attempt_gaps, after_settle, wrong_settle = [], [], [], [], []
-    settling = ("continue", "succeed", "fail", "cancel")
+    # attempts 1..k per step; one settling result per step, as its last attempt
+    # (harness.step_history_problems); and that result the expected one.
+    hist, hp = step_history_problems({rid: runs[rid] for rid in every if rid in runs}, attempts)
+    dup_attempts, noncontiguous, attempt_gaps, settled_twice, after_settle = (
+        hp["duplicate_attempts"], hp["noncontiguous"], hp["attempt_gaps"], hp["settled_twice"],
+        hp["after_settle"])
+    results = collections.Counter(a["result"] for a in attempts)
+    wrong_settle = []
     for rid in every:
-        r = runs.get(rid)
-        gens = sorted(g for (x, g) in hist if x == rid)
-        if r is None:
+        if rid not in runs or sorted(g for (x, g) in hist if x == rid) != [1]:
             continue
-        if gens != [1]:
-            noncontiguous.append((rid, "generations %r" % gens))
-            continue
-        steps = hist[(rid, 1)]
-        final = r["final_step"] if r["final_step"] is not None else -1
-        if sorted(steps) != list(range(final + 1)):
-            noncontiguous.append((rid, "steps %r, final_step %r" % (sorted(steps), r["final_step"])))
-        for n, rows in sorted(steps.items()):
-            nums = [a["attempt"] for a in rows]
-            if sorted(nums) != list(range(1, len(nums) + 1)):
-                attempt_gaps.append((rid, n, nums))
-            s = [a for a in rows if a["result"] in settling]
-            if len(s) > 1:
-                settled_twice.append((rid, n, [(a["attempt"], a["result"]) for a in s]))
-            if s and any(a["attempt"] > s[0]["attempt"] for a in rows):
-                after_settle.append((rid, n, [(a["attempt"], a["result"]) for a in rows]))
+        for n, rows in sorted(hist[(rid, 1)].items()):
+            s = [a for a in rows if a["result"] in SETTLING_RESULTS]
             settles = expected[rid][5]
             want = settles[n] if n < len(settles) else "(no such step)"
             if [a["result"] for a in s] != [want]:

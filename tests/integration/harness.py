@@ -185,6 +185,33 @@ def _ensure_system_user(name):
         return pwd.getpwnam(name)
 
 
+def pg_run_as():
+    """The unprivileged user that PostgreSQL (and the tools that refuse root,
+    such as pg_autoctl) run as when the tests run as root:
+    HOOKFLOW_TEST_PG_USER, default hookflow-test, created when missing. None
+    when the tests do not run as root (then they run as ourselves)."""
+    if os.geteuid() != 0:
+        return None
+    name = os.environ.get("HOOKFLOW_TEST_PG_USER", "hookflow-test")
+    _ensure_system_user(name)
+    return name
+
+
+def as_user(user, argv):
+    """`argv` run as `user` (runuser) when it is not None, else as it is."""
+    if user:
+        return ["runuser", "-u", user, "--"] + list(argv)
+    return list(argv)
+
+
+def give_to(user, *paths):
+    """chown of `paths` to `user` (a pg_run_as() value; None: nothing to do)."""
+    if user:
+        pw = pwd.getpwnam(user)
+        for p in paths:
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+
+
 class Postgres:
     """A throwaway PostgreSQL cluster in a temp dir, on a private port on
     127.0.0.1 and a unix socket in the temp dir. When run as root, the server
@@ -205,17 +232,12 @@ class Postgres:
         self.port = free_port()
         self.host = "127.0.0.1"
         self.user = PG_SUPERUSER
-        self.run_as = None
+        self.run_as = pg_run_as()
         self._db_seq = 0
         self._lock = threading.Lock()
-        if os.geteuid() == 0:
-            self.run_as = os.environ.get("HOOKFLOW_TEST_PG_USER", "hookflow-test")
-            _ensure_system_user(self.run_as)
 
     def _cmd(self, argv):
-        if self.run_as:
-            return ["runuser", "-u", self.run_as, "--"] + argv
-        return argv
+        return as_user(self.run_as, argv)
 
     def _run(self, argv, **kw):
         r = subprocess.run(self._cmd(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
@@ -225,10 +247,7 @@ class Postgres:
 
     def init(self):
         os.makedirs(self.sock_dir, exist_ok=True)
-        if self.run_as:
-            pw = pwd.getpwnam(self.run_as)
-            for p in (self.base_dir, self.sock_dir):
-                os.chown(p, pw.pw_uid, pw.pw_gid)
+        give_to(self.run_as, self.base_dir, self.sock_dir)
         self._run([os.path.join(PG_BIN, "initdb"), "-D", self.data_dir, "-U", self.user,
                    "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
         with open(os.path.join(self.data_dir, "postgresql.conf"), "a") as f:
@@ -471,6 +490,63 @@ class PgBouncer:
                 return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+# --------------------------------------------------------------------------
+# Step history: every step settled once
+# --------------------------------------------------------------------------
+
+SETTLING_RESULTS = ("continue", "succeed", "fail", "cancel")
+
+
+def step_history_problems(runs, attempts):
+    """Checks the attempt history of `runs` ({run_id: row with final_step and status},
+    as read from the run table) in `attempts` (step_attempt rows with
+    run_id, generation, step, attempt and result, in id order): each run has
+    one generation (1) whose steps are 0..final_step without gaps; each
+    step's attempts are numbered 1..k (a run cancelled before its final step
+    was attempted has steps 0..final_step-1); at most one attempt of a step has a
+    settling result (SETTLING_RESULTS: the step was settled once) and none
+    comes after it; no (run, generation, step, attempt) row twice.
+
+    Returns (hist, problems): hist[(run_id, generation)][step] is the list of
+    that step's rows; problems maps "duplicate_attempts" to {(run, generation,
+    step, attempt): rows} and "noncontiguous", "attempt_gaps",
+    "settled_twice", "after_settle" to lists of what was found (empty when
+    all is well). Runs without one generation are reported as noncontiguous
+    and their steps are not checked further."""
+    import collections
+    hist = collections.defaultdict(lambda: collections.defaultdict(list))
+    rows_per_attempt = collections.Counter()
+    for a in attempts:
+        hist[(a["run_id"], a["generation"])][a["step"]].append(a)
+        rows_per_attempt[(a["run_id"], a["generation"], a["step"], a["attempt"])] += 1
+    problems = {"duplicate_attempts": {k: n for k, n in rows_per_attempt.items() if n > 1},
+                "noncontiguous": [], "attempt_gaps": [], "settled_twice": [], "after_settle": []}
+    gens = collections.defaultdict(list)
+    for (rid, g) in hist:
+        gens[rid].append(g)
+    for rid, r in runs.items():
+        if sorted(gens.get(rid, [])) != [1]:
+            problems["noncontiguous"].append((rid, "generations %r" % sorted(gens.get(rid, []))))
+            continue
+        steps = hist[(rid, 1)]
+        final = r["final_step"] if r["final_step"] is not None else -1
+        want = list(range(final + 1))
+        # A run cancelled while its next step waited (queued, delayed, waiting
+        # for a signal) ends on that step without an attempt of it.
+        if sorted(steps) != want and not (r.get("status") == "cancelled" and sorted(steps) == want[:-1]):
+            problems["noncontiguous"].append((rid, "steps %r, final_step %r" % (sorted(steps), r["final_step"])))
+        for n, rows in sorted(steps.items()):
+            nums = [a["attempt"] for a in rows]
+            if sorted(nums) != list(range(1, len(nums) + 1)):
+                problems["attempt_gaps"].append((rid, n, nums))
+            settled = [a for a in rows if a["result"] in SETTLING_RESULTS]
+            if len(settled) > 1:
+                problems["settled_twice"].append((rid, n, [(a["attempt"], a["result"]) for a in settled]))
+            if settled and any(a["attempt"] > settled[0]["attempt"] for a in rows):
+                problems["after_settle"].append((rid, n, [(a["attempt"], a["result"]) for a in rows]))
+    return hist, problems
 
 
 def sql_quote(s):
