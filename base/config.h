@@ -11,6 +11,7 @@
 
 #define CONFIG_MAX_TOKENS 64
 #define CONFIG_MAX_PROXY_URL 512
+#define CONFIG_MAX_OTLP_URL 512
 #define CONFIG_MIN_TOKEN 16
 #define CONFIG_MAX_TOKEN 512
 
@@ -61,7 +62,11 @@ struct config {
 	bool has_encryption_key; /* HOOKFLOW_ENCRYPTION_KEY set */
 	unsigned char encryption_key[32]; /* its 32 bytes: seals secrets at rest */
 	char *egress_proxy;               /* HOOKFLOW_EGRESS_PROXY ("http://host:port") or NULL */
-	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
+	/* Traces (README "Traces"): */
+	char *otlp_endpoint; /* HOOKFLOW_OTLP_ENDPOINT: OTLP/HTTP base URL, or NULL: no export */
+	int otlp_queue;      /* HOOKFLOW_OTLP_QUEUE: finished spans waiting, default 8192 */
+	int otlp_timeout_ms; /* HOOKFLOW_OTLP_TIMEOUT_MS: one export request, default 10000 */
+	char *test_fault;    /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 
 /* The key that seals secrets at rest (HOOKFLOW_ENCRYPTION_KEY), or NULL

@@ -51,6 +51,15 @@ json_t *db_json_parse(const char *s, size_t len);
 
 enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e);
 
+/* Where the spans the engine reports go (README "Traces"): when a sink is
+ * set, every connection opened afterwards asks the engine for them
+ * (hookflow.spans = on; RAISE INFO 'hookflow-span <json>'), and
+ * sink(json, len) is called with each one's JSON text (borrowed) on the
+ * thread that ran the statement, once the transaction that reported it has
+ * committed; never for one that was rolled back. Call once at start-up,
+ * before the connections open; NULL: none. */
+void db_set_span_sink(void (*sink)(const char *json, size_t len));
+
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 

@@ -130,3 +130,64 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- Trace context (README "Traces"; migrations/0010_traces.sql). A new trace
+-- id: 32 lowercase hex digits (a random UUID's: its last 7 bytes are random,
+-- as W3C's random flag asks). A new span id: 16 hex digits, never all zero
+-- (the UUID's variant bits are set).
+CREATE FUNCTION hf_new_trace_id() RETURNS text
+LANGUAGE sql VOLATILE AS $$
+	SELECT replace(gen_random_uuid()::text, '-', '')
+$$;
+
+CREATE FUNCTION hf_new_span_id() RETURNS text
+LANGUAGE sql VOLATILE AS $$
+	SELECT right(replace(gen_random_uuid()::text, '-', ''), 16)
+$$;
+
+-- The span id of attempt p_attempt of step p_step (base/trace.c's
+-- trace_span_id, which must agree): the first 8 bytes of the SHA-256 of
+-- "<trace_id>/<run_id>/<generation>/<step>/<attempt>" in hex, or
+-- 0000000000000001 should they all be zero. Derived, so a redelivery of an
+-- attempt carries the span id it had, and a child run names its parent
+-- step's attempt without storing it.
+CREATE FUNCTION hf_attempt_span(p_trace_id text, p_run_id text, p_generation integer,
+				p_step integer, p_attempt integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE WHEN s = '0000000000000000' THEN '0000000000000001' ELSE s END
+	FROM (SELECT left(encode(sha256(convert_to(p_trace_id || '/' || p_run_id || '/'
+		|| p_generation || '/' || p_step || '/' || p_attempt, 'UTF8')), 'hex'), 16) AS s) x
+$$;
+
+-- True when this session exports spans: an instance with
+-- HOOKFLOW_OTLP_ENDPOINT sets hookflow.spans = 'on' on its connections
+-- (db/db.c), and then reads the spans the engine reports with RAISE INFO
+-- 'hookflow-span <json>' once their transaction has committed.
+CREATE FUNCTION hf_tracing() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT coalesce(current_setting('hookflow.spans', true), '') = 'on'
+$$;
+
+-- Reports the span of each run of p_runs that has just ended (the current
+-- generation's: from its start to finished_at), for a session that exports
+-- spans (service/otlp.c reads it).
+CREATE FUNCTION hf_note_run_spans(p_runs text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	s text;
+BEGIN
+	FOR s IN SELECT jsonb_build_object('span', 'run', 'trace_id', r.trace_id,
+			'span_id', r.span_id, 'parent_span_id', r.parent_span_id,
+			'tracestate', r.tracestate,
+			'start_us', hf_us(coalesce(r.span_started_at, r.created_at)),
+			'end_us', hf_us(coalesce(r.finished_at, now())), 'run_id', r.run_id,
+			'workflow', r.workflow, 'generation', r.generation, 'status', r.status,
+			'error_kind', r.error_kind, 'error', left(r.error, 200),
+			'final_step', r.final_step)::text
+		 FROM run r WHERE r.run_id = ANY (p_runs) AND r.trace_id IS NOT NULL
+		   AND r.span_id IS NOT NULL
+	LOOP
+		RAISE INFO 'hookflow-span %', s;
+	END LOOP;
+END
+$$;

@@ -1,0 +1,459 @@
+/* otlp: the span queue, the exporter thread and the OTLP/HTTP protobuf
+ * encoding of ExportTraceServiceRequest
+ * (opentelemetry/proto/collector/trace/v1/trace_service.proto). */
+#include "service/otlp.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/pb.h"
+#include "base/timefmt.h"
+#include "base/version.h"
+#include "service/metrics.h"
+
+#define EXPORT_ATTEMPTS 3      /* tries of one batch */
+#define RETRY_PAUSE_MS 500     /* before the second try; doubles */
+#define FLUSH_INTERVAL_MS 1000 /* a batch leaves at most this long after its first span */
+#define STOP_BUDGET_MS 2000    /* what otlp_stop may spend sending the rest */
+
+/* The field numbers of the OTLP messages written here. */
+enum {
+	F_REQUEST_RESOURCE_SPANS = 1, /* ExportTraceServiceRequest */
+	F_RS_RESOURCE = 1,            /* ResourceSpans */
+	F_RS_SCOPE_SPANS = 2,
+	F_RESOURCE_ATTRIBUTES = 1, /* Resource */
+	F_SS_SCOPE = 1,            /* ScopeSpans */
+	F_SS_SPANS = 2,
+	F_SCOPE_NAME = 1, /* InstrumentationScope */
+	F_SCOPE_VERSION = 2,
+	F_SPAN_TRACE_ID = 1, /* Span */
+	F_SPAN_SPAN_ID = 2,
+	F_SPAN_PARENT_SPAN_ID = 4,
+	F_SPAN_NAME = 5,
+	F_SPAN_KIND = 6,
+	F_SPAN_START = 7,
+	F_SPAN_END = 8,
+	F_SPAN_ATTRIBUTES = 9,
+	F_SPAN_STATUS = 15,
+	F_STATUS_MESSAGE = 2, /* Status */
+	F_STATUS_CODE = 3,
+	F_KV_KEY = 1, /* KeyValue */
+	F_KV_VALUE = 2,
+	F_ANY_STRING = 1, /* AnyValue */
+	F_ANY_INT = 3,
+};
+
+static struct {
+	atomic_bool enabled;
+	const struct config *cfg;
+	char *instance;
+	char url[CONFIG_MAX_OTLP_URL + 16];
+	struct curl_slist *headers; /* the exporter's request headers */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct otlp_span **ring; /* queued spans, owned */
+	size_t cap, head, count;
+	int64_t first_at; /* monotonic ms when the oldest queued span came */
+	bool stop;
+} X = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void otlp_span_init(struct otlp_span *s, const char *name, enum otlp_kind kind)
+{
+	memset(s, 0, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", name);
+	s->kind = kind;
+	s->step = s->attempt = s->generation = -1;
+}
+
+bool otlp_enabled(void)
+{
+	return atomic_load_explicit(&X.enabled, memory_order_relaxed);
+}
+
+void otlp_emit(const struct otlp_span *s)
+{
+	if (!otlp_enabled())
+		return;
+	struct otlp_span *copy = malloc(sizeof *copy);
+	if (copy == NULL) {
+		metrics_spans_dropped(METRICS_SPAN_QUEUE_FULL, 1);
+		return;
+	}
+	*copy = *s;
+	bool wake = false;
+	pthread_mutex_lock(&X.mu);
+	if (X.count < X.cap && !X.stop) {
+		X.ring[(X.head + X.count) % X.cap] = copy;
+		if (X.count++ == 0)
+			X.first_at = timefmt_mono_ms();
+		wake = X.count == OTLP_BATCH;
+		copy = NULL;
+	}
+	pthread_mutex_unlock(&X.mu);
+	if (copy != NULL) {
+		free(copy);
+		metrics_spans_dropped(METRICS_SPAN_QUEUE_FULL, 1);
+	} else if (wake) {
+		pthread_cond_signal(&X.cv);
+	}
+}
+
+/* ---- the engine's spans ---------------------------------------------- */
+
+static void copy_str(char *dst, size_t cap, json_t *v)
+{
+	const char *s = json_string_value(v);
+	snprintf(dst, cap, "%s", s ? s : "");
+}
+
+void otlp_engine_span(const char *json, size_t len)
+{
+	if (!otlp_enabled())
+		return;
+	json_t *o = json_loadb(json, len, 0, NULL);
+	const char *kind = json_string_value(json_object_get(o, "span"));
+	if (kind == NULL || strcmp(kind, "run") != 0) {
+		log_warn("otlp", "unreadable span from the engine", NULL);
+		json_decref(o);
+		return;
+	}
+	struct otlp_span s;
+	otlp_span_init(&s, "run", OTLP_INTERNAL);
+	copy_str(s.trace_id, sizeof s.trace_id, json_object_get(o, "trace_id"));
+	copy_str(s.span_id, sizeof s.span_id, json_object_get(o, "span_id"));
+	copy_str(s.parent_span_id, sizeof s.parent_span_id, json_object_get(o, "parent_span_id"));
+	s.start_ns = (int64_t)json_integer_value(json_object_get(o, "start_us")) * 1000;
+	s.end_ns = (int64_t)json_integer_value(json_object_get(o, "end_us")) * 1000;
+	copy_str(s.run_id, sizeof s.run_id, json_object_get(o, "run_id"));
+	copy_str(s.workflow, sizeof s.workflow, json_object_get(o, "workflow"));
+	s.generation = (int)json_integer_value(json_object_get(o, "generation"));
+	json_t *fs = json_object_get(o, "final_step");
+	if (json_is_integer(fs))
+		s.step = (int)json_integer_value(fs);
+	copy_str(s.outcome, sizeof s.outcome, json_object_get(o, "status"));
+	if (strcmp(s.outcome, "failed") == 0) {
+		s.status = OTLP_ERROR;
+		copy_str(s.status_msg, sizeof s.status_msg, json_object_get(o, "error"));
+		copy_str(s.error_type, sizeof s.error_type, json_object_get(o, "error_kind"));
+		if (s.error_type[0] == '\0')
+			snprintf(s.error_type, sizeof s.error_type, "failed");
+	}
+	json_decref(o);
+	if (!trace_hex_id_valid(s.trace_id, TRACE_ID_HEX) ||
+	    !trace_hex_id_valid(s.span_id, TRACE_SPAN_HEX)) {
+		log_warn("otlp", "span from the engine without valid ids", NULL);
+		return;
+	}
+	otlp_emit(&s);
+}
+
+/* ---- encoding ------------------------------------------------------------- */
+
+static void kv_string(struct strbuf *b, uint32_t field, const char *key, const char *value)
+{
+	size_t kv = pb_open(b, field);
+	pb_string(b, F_KV_KEY, key);
+	size_t any = pb_open(b, F_KV_VALUE);
+	pb_string(b, F_ANY_STRING, value);
+	pb_close(b, any);
+	pb_close(b, kv);
+}
+
+static void kv_int(struct strbuf *b, uint32_t field, const char *key, int64_t value)
+{
+	size_t kv = pb_open(b, field);
+	pb_string(b, F_KV_KEY, key);
+	size_t any = pb_open(b, F_KV_VALUE);
+	pb_int(b, F_ANY_INT, value);
+	pb_close(b, any);
+	pb_close(b, kv);
+}
+
+static void id_field(struct strbuf *b, uint32_t field, const char *hex, size_t nbytes)
+{
+	uint8_t raw[16];
+	if (hex[0] != '\0' && trace_hex_decode(hex, raw, nbytes))
+		pb_bytes(b, field, raw, nbytes);
+}
+
+static void encode_span(struct strbuf *b, const struct otlp_span *s)
+{
+	size_t sp = pb_open(b, F_SS_SPANS);
+	id_field(b, F_SPAN_TRACE_ID, s->trace_id, 16);
+	id_field(b, F_SPAN_SPAN_ID, s->span_id, 8);
+	id_field(b, F_SPAN_PARENT_SPAN_ID, s->parent_span_id, 8);
+	pb_string(b, F_SPAN_NAME, s->name);
+	pb_uint(b, F_SPAN_KIND, (uint64_t)s->kind);
+	pb_fixed64(b, F_SPAN_START, (uint64_t)s->start_ns);
+	pb_fixed64(b, F_SPAN_END, (uint64_t)(s->end_ns >= s->start_ns ? s->end_ns : s->start_ns));
+	if (s->run_id[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "hookflow.run_id", s->run_id);
+	if (s->workflow[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "hookflow.workflow", s->workflow);
+	if (s->generation >= 0)
+		kv_int(b, F_SPAN_ATTRIBUTES, "hookflow.generation", s->generation);
+	if (s->step >= 0)
+		kv_int(b, F_SPAN_ATTRIBUTES, "hookflow.step", s->step);
+	if (s->attempt >= 0)
+		kv_int(b, F_SPAN_ATTRIBUTES, "hookflow.attempt", s->attempt);
+	if (s->outcome[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "hookflow.outcome", s->outcome);
+	if (s->kind == OTLP_CLIENT)
+		kv_string(b, F_SPAN_ATTRIBUTES, "http.request.method", "POST");
+	if (s->http_status > 0)
+		kv_int(b, F_SPAN_ATTRIBUTES, "http.response.status_code", s->http_status);
+	if (s->error_type[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "error.type", s->error_type);
+	if (s->wait_kind[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "hookflow.wait", s->wait_kind);
+	if (s->signal_state[0])
+		kv_string(b, F_SPAN_ATTRIBUTES, "hookflow.signal.status", s->signal_state);
+	if (s->status != OTLP_UNSET) {
+		size_t st = pb_open(b, F_SPAN_STATUS);
+		if (s->status_msg[0])
+			pb_string(b, F_STATUS_MESSAGE, s->status_msg);
+		pb_uint(b, F_STATUS_CODE, (uint64_t)s->status);
+		pb_close(b, st);
+	}
+	pb_close(b, sp);
+}
+
+void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span *const *v, size_t n)
+{
+	size_t rs = pb_open(b, F_REQUEST_RESOURCE_SPANS);
+	size_t res = pb_open(b, F_RS_RESOURCE);
+	kv_string(b, F_RESOURCE_ATTRIBUTES, "service.name", "hookflow");
+	kv_string(b, F_RESOURCE_ATTRIBUTES, "service.version", HOOKFLOW_VERSION);
+	kv_string(b, F_RESOURCE_ATTRIBUTES, "service.instance.id", instance);
+	pb_close(b, res);
+	size_t ss = pb_open(b, F_RS_SCOPE_SPANS);
+	size_t scope = pb_open(b, F_SS_SCOPE);
+	pb_string(b, F_SCOPE_NAME, "hookflow");
+	pb_string(b, F_SCOPE_VERSION, HOOKFLOW_VERSION);
+	pb_close(b, scope);
+	for (size_t i = 0; i < n; i++)
+		encode_span(b, v[i]);
+	pb_close(b, ss);
+	pb_close(b, rs);
+}
+
+bool otlp_traces_url(const char *endpoint, char *out, size_t cap)
+{
+	size_t len = strlen(endpoint);
+	while (len > 0 && endpoint[len - 1] == '/')
+		len--;
+	int n = snprintf(out, cap, "%.*s/v1/traces", (int)len, endpoint);
+	return n > 0 && (size_t)n < cap;
+}
+
+/* ---- the exporter thread ---------------------------------------------------- */
+
+static size_t discard_body(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
+}
+
+/* One POST of `body`. Returns 0 when the collector took it, 1 when it may be
+ * tried again (no answer, 429, 502, 503, 504: the OTLP specification's
+ * retryable answers), -1 when it refused it for good. */
+static int post(CURL *c, const struct strbuf *b, long timeout_ms, char *why, size_t why_cap)
+{
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, b->data);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b->len);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	CURLcode rc = curl_easy_perform(c);
+	if (rc != CURLE_OK) {
+		snprintf(why, why_cap, "%s", curl_easy_strerror(rc));
+		return 1;
+	}
+	long status = 0;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (status >= 200 && status < 300)
+		return 0;
+	snprintf(why, why_cap, "HTTP %ld", status);
+	return status == 429 || status == 502 || status == 503 || status == 504 ? 1 : -1;
+}
+
+/* Sends spans v[0..n) (up to `attempts` tries, pausing between them unless
+ * stopping) and frees them, counting them exported or dropped. */
+static void export_batch(CURL *c, struct otlp_span **v, size_t n, int attempts)
+{
+	struct strbuf b = {0};
+	otlp_encode(&b, X.instance, (const struct otlp_span *const *)v, n);
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	if (b.oom) {
+		strbuf_cleanup(&b);
+		metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
+		log_warn("otlp", "out of memory encoding spans: dropped", "spans=%zu", n);
+		return;
+	}
+	char why[128] = "";
+	int r = 1;
+	for (int a = 1; a <= attempts && r > 0; a++) {
+		if (a > 1) {
+			int64_t ms = (int64_t)RETRY_PAUSE_MS << (a - 2);
+			struct timespec dl;
+			timefmt_mono_deadline((int)ms, &dl);
+			pthread_mutex_lock(&X.mu);
+			while (!X.stop && pthread_cond_timedwait(&X.cv, &X.mu, &dl) != ETIMEDOUT) {
+			}
+			pthread_mutex_unlock(&X.mu);
+		}
+		r = post(c, &b, X.cfg->otlp_timeout_ms, why, sizeof why);
+	}
+	strbuf_cleanup(&b);
+	if (r == 0) {
+		metrics_spans_exported((int64_t)n);
+		return;
+	}
+	metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
+	log_warn("otlp", "spans dropped: the collector did not take them", "spans=%zu error=\"%s\"",
+		 n, why);
+}
+
+/* Takes up to OTLP_BATCH queued spans into v (the caller holds X.mu). */
+static size_t take(struct otlp_span **v)
+{
+	size_t n = X.count < OTLP_BATCH ? X.count : OTLP_BATCH;
+	for (size_t i = 0; i < n; i++) {
+		v[i] = X.ring[X.head];
+		X.head = (X.head + 1) % X.cap;
+	}
+	X.count -= n;
+	X.first_at = timefmt_mono_ms();
+	return n;
+}
+
+static void *exporter_main(void *arg)
+{
+	CURL *c = arg;
+	struct otlp_span **batch = malloc(OTLP_BATCH * sizeof *batch);
+	for (;;) {
+		pthread_mutex_lock(&X.mu);
+		for (;;) {
+			if (X.stop || X.count >= OTLP_BATCH)
+				break;
+			if (X.count > 0 && timefmt_mono_ms() - X.first_at >= FLUSH_INTERVAL_MS)
+				break;
+			struct timespec dl;
+			timefmt_mono_deadline(X.count > 0 ? (int)(X.first_at + FLUSH_INTERVAL_MS -
+								  timefmt_mono_ms())
+							  : FLUSH_INTERVAL_MS,
+					      &dl);
+			pthread_cond_timedwait(&X.cv, &X.mu, &dl);
+		}
+		bool stop = X.stop;
+		size_t n = batch != NULL ? take(batch) : 0;
+		pthread_mutex_unlock(&X.mu);
+		if (stop)
+			break;
+		if (n > 0)
+			export_batch(c, batch, n, EXPORT_ATTEMPTS);
+	}
+	/* Stopping: what is queued goes out, one try per batch, within the
+	 * budget; the rest is dropped. */
+	int64_t until = timefmt_mono_ms() + STOP_BUDGET_MS;
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 500L);
+	for (;;) {
+		pthread_mutex_lock(&X.mu);
+		size_t n = batch != NULL ? take(batch) : 0;
+		pthread_mutex_unlock(&X.mu);
+		if (n == 0)
+			break;
+		if (timefmt_mono_ms() >= until) {
+			for (size_t i = 0; i < n; i++)
+				free(batch[i]);
+			metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
+			continue;
+		}
+		export_batch(c, batch, n, 1);
+	}
+	free(batch);
+	curl_easy_cleanup(c);
+	return NULL;
+}
+
+enum err_code otlp_start(const struct config *cfg, const char *instance, struct err *e)
+{
+	if (cfg->otlp_endpoint == NULL)
+		return ERR_OK;
+	X.cfg = cfg;
+	if (!otlp_traces_url(cfg->otlp_endpoint, X.url, sizeof X.url))
+		return err_set(e, ERR_INVALID, "HOOKFLOW_OTLP_ENDPOINT: too long");
+	X.instance = strdup(instance);
+	X.cap = (size_t)cfg->otlp_queue;
+	X.ring = calloc(X.cap, sizeof *X.ring);
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	if (X.instance == NULL || X.ring == NULL || c == NULL ||
+	    (h = curl_slist_append(NULL, "Content-Type: application/x-protobuf")) == NULL) {
+		curl_easy_cleanup(c);
+		free(X.instance);
+		free(X.ring);
+		X.instance = NULL;
+		X.ring = NULL;
+		return err_set(e, ERR_INTERNAL, "otlp: out of memory");
+	}
+	X.headers = h; /* freed by otlp_stop, once the exporter's handle is gone */
+	curl_easy_setopt(c, CURLOPT_URL, X.url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, X.headers);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "hookflow/" HOOKFLOW_VERSION);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
+	curl_easy_setopt(c, CURLOPT_PROXY, "");
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "");
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&X.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	X.stop = false;
+	atomic_store(&X.enabled, true);
+	if (pthread_create(&X.thread, NULL, exporter_main, c) != 0) {
+		atomic_store(&X.enabled, false);
+		curl_easy_cleanup(c);
+		curl_slist_free_all(X.headers);
+		X.headers = NULL;
+		return err_set(e, ERR_INTERNAL, "otlp: cannot start the exporter thread");
+	}
+	log_info("otlp", "exporting spans", "url=%s queue=%zu", X.url, X.cap);
+	return ERR_OK;
+}
+
+void otlp_stop(void)
+{
+	if (!otlp_enabled())
+		return;
+	atomic_store(&X.enabled, false);
+	pthread_mutex_lock(&X.mu);
+	X.stop = true;
+	pthread_cond_signal(&X.cv);
+	pthread_mutex_unlock(&X.mu);
+	pthread_join(X.thread, NULL);
+	for (size_t i = 0; i < X.count; i++)
+		free(X.ring[(X.head + i) % X.cap]);
+	X.count = 0;
+	free(X.ring);
+	X.ring = NULL;
+	free(X.instance);
+	X.instance = NULL;
+	curl_slist_free_all(X.headers);
+	X.headers = NULL;
+	pthread_cond_destroy(&X.cv);
+}
