@@ -589,11 +589,11 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	emit_call_span(f, &r, &v, status, &st);
 	enum settle_result res = st.result;
 	log_debug("dispatcher", "call done",
-		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV
-		  " http_status=%ld duration_ms=%lld result=%s",
+		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld "
+		  "result=%s " TRACE_KV,
 		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-		  f->job.step, f->job.attempt, TRACE_OF(f), status, (long long)ms,
-		  db_settle_result_name(res));
+		  f->job.step, f->job.attempt, status, (long long)ms, db_settle_result_name(res),
+		  TRACE_OF(f));
 	settlements_push(done, &st);
 	verdict_cleanup(&v);
 	webhook_call_free(call);
@@ -927,8 +927,8 @@ static bool replay(struct worker *w, struct inflight *f)
 		json_integer_set(wait_to, t > age ? t - age : 0);
 	}
 	log_info("dispatcher", "replaying stored step outcome",
-		 "run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV " age_ms=%lld", f->job.run_id,
-		 f->job.id, f->job.step, f->job.attempt, TRACE_OF(f), (long long)age);
+		 "run_id=%s job_id=%s step=%d attempt=%d age_ms=%lld " TRACE_KV, f->job.run_id,
+		 f->job.id, f->job.step, f->job.attempt, (long long)age, TRACE_OF(f));
 	struct settlement st;
 	step_settlement(w, f, &v, 0, &st);
 	settlements_push(&w->work, &st);
