@@ -14,6 +14,27 @@ static size_t varint_put(uint8_t *out, uint64_t v)
 	return n;
 }
 
+size_t pb_varint_size(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+size_t pb_len_field_size(uint32_t field, size_t n)
+{
+	return pb_varint_size((uint64_t)field << 3) + pb_varint_size(n) + n;
+}
+
+void pb_len_prefix(struct strbuf *b, uint32_t field, size_t n)
+{
+	pb_key(b, field, PB_LEN);
+	pb_varint(b, n);
+}
+
 void pb_varint(struct strbuf *b, uint64_t v)
 {
 	uint8_t buf[10];
@@ -65,8 +86,7 @@ void pb_double(struct strbuf *b, uint32_t field, double v)
 
 void pb_bytes(struct strbuf *b, uint32_t field, const void *p, size_t n)
 {
-	pb_key(b, field, PB_LEN);
-	pb_varint(b, n);
+	pb_len_prefix(b, field, n);
 	if (n > 0)
 		strbuf_add(b, p, n);
 }

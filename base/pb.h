@@ -18,6 +18,19 @@ enum pb_wire { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
 /* Appends `v` as a varint (1 to 10 bytes). */
 void pb_varint(struct strbuf *b, uint64_t v);
 
+/* How many bytes pb_varint writes for `v`. */
+size_t pb_varint_size(uint64_t v);
+
+/* How many bytes a length-delimited field `field` of `n` bytes of content
+ * takes (key, length and content): what an enclosing message whose length
+ * is known in advance counts for it. */
+size_t pb_len_field_size(uint32_t field, size_t n);
+
+/* Appends the key and the length of length-delimited field `field` whose
+ * `n` bytes of content the caller writes next (a message whose length is
+ * known in advance: no pb_open/pb_close). */
+void pb_len_prefix(struct strbuf *b, uint32_t field, size_t n);
+
 /* Appends the key of field `field` with wire type `wire`. */
 void pb_key(struct strbuf *b, uint32_t field, enum pb_wire wire);
 

@@ -365,11 +365,11 @@ static void job_span(const struct claimed_job *j, const char *name, enum otlp_ki
 		     struct otlp_span *s)
 {
 	otlp_span_init(s, name, kind);
-	snprintf(s->trace_id, sizeof s->trace_id, "%s", j->trace_id);
+	otlp_set(s->trace_id, sizeof s->trace_id, j->trace_id);
 	if (j->run_span_id != NULL && trace_hex_id_valid(j->run_span_id, TRACE_SPAN_HEX))
-		snprintf(s->parent_span_id, sizeof s->parent_span_id, "%s", j->run_span_id);
-	snprintf(s->run_id, sizeof s->run_id, "%s", j->run_id ? j->run_id : "");
-	snprintf(s->workflow, sizeof s->workflow, "%s", j->workflow ? j->workflow : "");
+		otlp_set(s->parent_span_id, sizeof s->parent_span_id, j->run_span_id);
+	otlp_set(s->run_id, sizeof s->run_id, j->run_id);
+	otlp_set(s->workflow, sizeof s->workflow, j->workflow);
 	s->generation = j->generation;
 	if (j->kind == JOB_STEP)
 		s->step = j->step;
@@ -414,15 +414,14 @@ static void emit_call_span(const struct inflight *f, const struct call_result *r
 	memcpy(s.span_id, f->span_id, sizeof s.span_id);
 	s.end_ns = now_ns();
 	s.start_ns = f->start_ns > 0 ? f->start_ns : s.end_ns;
-	snprintf(s.outcome, sizeof s.outcome, "%s",
+	otlp_set(s.outcome, sizeof s.outcome,
 		 f->cancel_abort ? "cancelled" : db_settle_result_name(st->result));
 	s.http_status = (int)http_status;
 	char buf[16];
-	snprintf(s.error_type, sizeof s.error_type, "%s", error_type(f, r, v, buf));
+	otlp_set(s.error_type, sizeof s.error_type, error_type(f, r, v, buf));
 	if (v->kind != VERDICT_OK && !f->cancel_abort) {
 		s.status = OTLP_ERROR;
-		snprintf(s.status_msg, sizeof s.status_msg, "%.*s", (int)sizeof s.status_msg - 1,
-			 v->error);
+		otlp_set(s.status_msg, sizeof s.status_msg, v->error);
 	}
 	otlp_emit(&s);
 
@@ -449,8 +448,8 @@ static void emit_settle_spans(struct settlement *v, size_t n, const bool *refuse
 		s->start_ns = start_ns;
 		s->end_ns = end_ns;
 		if (refused != NULL && refused[i]) {
-			snprintf(s->outcome, sizeof s->outcome, "claim_lost");
-			snprintf(s->error_type, sizeof s->error_type, "claim_lost");
+			otlp_set(s->outcome, sizeof s->outcome, "claim_lost");
+			otlp_set(s->error_type, sizeof s->error_type, "claim_lost");
 			s->status = OTLP_ERROR;
 			snprintf(s->status_msg, sizeof s->status_msg,
 				 "settlement refused: the claim was lost");
@@ -483,11 +482,11 @@ static void emit_wait_span(const struct claimed_job *j)
 	trace_child_span(j->run_span_id, what, s.span_id);
 	s.start_ns = j->wait_from_ms * 1000000;
 	s.end_ns = j->due_ms * 1000000;
-	snprintf(s.wait_kind, sizeof s.wait_kind, "%s", kind);
+	otlp_set(s.wait_kind, sizeof s.wait_kind, kind);
 	if (j->signal != NULL) {
 		json_t *sig = json_loads(j->signal, 0, NULL);
 		const char *st = json_string_value(json_object_get(sig, "status"));
-		snprintf(s.signal_state, sizeof s.signal_state, "%s", st ? st : "");
+		otlp_set(s.signal_state, sizeof s.signal_state, st);
 		json_decref(sig);
 	}
 	otlp_emit(&s);

@@ -60,16 +60,24 @@ static struct {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct otlp_span **ring; /* queued spans, owned */
+	struct otlp_span *ring; /* cap slots; count queued spans from head */
 	size_t cap, head, count;
-	int64_t first_at; /* monotonic ms when the oldest queued span came */
+	struct otlp_span *batch; /* the exporter's: OTLP_BATCH spans taken off the queue */
+	int64_t first_at;        /* monotonic ms when the oldest queued span came */
 	bool stop;
 } X = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void otlp_set(char *dst, size_t cap, const char *src)
+{
+	size_t n = src != NULL ? strnlen(src, cap - 1) : 0;
+	memcpy(dst, src != NULL ? src : "", n);
+	dst[n] = '\0';
+}
 
 void otlp_span_init(struct otlp_span *s, const char *name, enum otlp_kind kind)
 {
 	memset(s, 0, sizeof *s);
-	snprintf(s->name, sizeof s->name, "%s", name);
+	otlp_set(s->name, sizeof s->name, name);
 	s->kind = kind;
 	s->step = s->attempt = s->generation = -1;
 }
@@ -83,36 +91,27 @@ void otlp_emit(const struct otlp_span *s)
 {
 	if (!otlp_enabled())
 		return;
-	struct otlp_span *copy = malloc(sizeof *copy);
-	if (copy == NULL) {
-		metrics_spans_dropped(METRICS_SPAN_QUEUE_FULL, 1);
-		return;
-	}
-	*copy = *s;
-	bool wake = false;
+	bool queued = false, wake = false;
 	pthread_mutex_lock(&X.mu);
 	if (X.count < X.cap && !X.stop) {
-		X.ring[(X.head + X.count) % X.cap] = copy;
+		X.ring[(X.head + X.count) % X.cap] = *s;
 		if (X.count++ == 0)
 			X.first_at = timefmt_mono_ms();
 		wake = X.count == OTLP_BATCH;
-		copy = NULL;
+		queued = true;
 	}
 	pthread_mutex_unlock(&X.mu);
-	if (copy != NULL) {
-		free(copy);
+	if (!queued)
 		metrics_spans_dropped(METRICS_SPAN_QUEUE_FULL, 1);
-	} else if (wake) {
+	else if (wake)
 		pthread_cond_signal(&X.cv);
-	}
 }
 
 /* ---- the engine's spans ---------------------------------------------- */
 
 static void copy_str(char *dst, size_t cap, json_t *v)
 {
-	const char *s = json_string_value(v);
-	snprintf(dst, cap, "%s", s ? s : "");
+	otlp_set(dst, cap, json_string_value(v));
 }
 
 void otlp_engine_span(const char *json, size_t len)
@@ -145,7 +144,7 @@ void otlp_engine_span(const char *json, size_t len)
 		copy_str(s.status_msg, sizeof s.status_msg, json_object_get(o, "error"));
 		copy_str(s.error_type, sizeof s.error_type, json_object_get(o, "error_kind"));
 		if (s.error_type[0] == '\0')
-			snprintf(s.error_type, sizeof s.error_type, "failed");
+			otlp_set(s.error_type, sizeof s.error_type, "failed");
 	}
 	json_decref(o);
 	if (!trace_hex_id_valid(s.trace_id, TRACE_ID_HEX) ||
@@ -158,24 +157,57 @@ void otlp_engine_span(const char *json, size_t len)
 
 /* ---- encoding ------------------------------------------------------------- */
 
+/* Writes `v` as a varint at p; returns the end. */
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* Writes length-delimited field `field` with `n` bytes of `s` at p. */
+static uint8_t *put_len(uint8_t *p, uint32_t field, const void *s, size_t n)
+{
+	p = put_varint(p, (uint64_t)field << 3 | PB_LEN);
+	p = put_varint(p, n);
+	memcpy(p, s, n);
+	return p + n;
+}
+
+/* KeyValue{key, AnyValue{string_value | int_value}}: built on the stack
+ * with their lengths known in advance and appended at once (attributes
+ * are most of a span's bytes: one strbuf_add each, no pb_open move). Keys
+ * are ours (short); values are span fields (at most 200 bytes). */
+static void kv_any(struct strbuf *b, uint32_t field, const char *key, const uint8_t *any,
+		   size_t any_n)
+{
+	uint8_t buf[512];
+	size_t kn = strlen(key);
+	size_t body = pb_len_field_size(F_KV_KEY, kn) + pb_len_field_size(F_KV_VALUE, any_n);
+	uint8_t *p = put_varint(buf, (uint64_t)field << 3 | PB_LEN);
+	p = put_varint(p, body);
+	p = put_len(p, F_KV_KEY, key, kn);
+	p = put_len(p, F_KV_VALUE, any, any_n);
+	strbuf_add(b, (const char *)buf, (size_t)(p - buf));
+}
+
 static void kv_string(struct strbuf *b, uint32_t field, const char *key, const char *value)
 {
-	size_t kv = pb_open(b, field);
-	pb_string(b, F_KV_KEY, key);
-	size_t any = pb_open(b, F_KV_VALUE);
-	pb_string(b, F_ANY_STRING, value);
-	pb_close(b, any);
-	pb_close(b, kv);
+	uint8_t any[256];
+	size_t vn = strnlen(value, 240);
+	uint8_t *p = put_len(any, F_ANY_STRING, value, vn);
+	kv_any(b, field, key, any, (size_t)(p - any));
 }
 
 static void kv_int(struct strbuf *b, uint32_t field, const char *key, int64_t value)
 {
-	size_t kv = pb_open(b, field);
-	pb_string(b, F_KV_KEY, key);
-	size_t any = pb_open(b, F_KV_VALUE);
-	pb_int(b, F_ANY_INT, value);
-	pb_close(b, any);
-	pb_close(b, kv);
+	uint8_t any[16];
+	uint8_t *p = put_varint(any, (uint64_t)F_ANY_INT << 3 | PB_VARINT);
+	p = put_varint(p, (uint64_t)value);
+	kv_any(b, field, key, any, (size_t)(p - any));
 }
 
 static void id_field(struct strbuf *b, uint32_t field, const char *hex, size_t nbytes)
@@ -227,7 +259,7 @@ static void encode_span(struct strbuf *b, const struct otlp_span *s)
 	pb_close(b, sp);
 }
 
-void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span *const *v, size_t n)
+void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span *v, size_t n)
 {
 	size_t rs = pb_open(b, F_REQUEST_RESOURCE_SPANS);
 	size_t res = pb_open(b, F_RS_RESOURCE);
@@ -241,7 +273,7 @@ void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span 
 	pb_string(b, F_SCOPE_VERSION, HOOKFLOW_VERSION);
 	pb_close(b, scope);
 	for (size_t i = 0; i < n; i++)
-		encode_span(b, v[i]);
+		encode_span(b, &v[i]);
 	pb_close(b, ss);
 	pb_close(b, rs);
 }
@@ -286,15 +318,15 @@ static int post(CURL *c, const struct strbuf *b, long timeout_ms, char *why, siz
 }
 
 /* Sends spans v[0..n) (up to `attempts` tries, pausing between them unless
- * stopping) and frees them, counting them exported or dropped. */
-static void export_batch(CURL *c, struct otlp_span **v, size_t n, int attempts)
+ * stopping), counting them exported or dropped. `b` is the exporter's
+ * buffer, kept from one batch to the next (emptied here). */
+static void export_batch(CURL *c, struct strbuf *b, const struct otlp_span *v, size_t n,
+			 int attempts)
 {
-	struct strbuf b = {0};
-	otlp_encode(&b, X.instance, (const struct otlp_span *const *)v, n);
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	if (b.oom) {
-		strbuf_cleanup(&b);
+	b->len = 0;
+	otlp_encode(b, X.instance, v, n);
+	if (b->oom) {
+		strbuf_cleanup(b);
 		metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
 		log_warn("otlp", "out of memory encoding spans: dropped", "spans=%zu", n);
 		return;
@@ -311,9 +343,8 @@ static void export_batch(CURL *c, struct otlp_span **v, size_t n, int attempts)
 			}
 			pthread_mutex_unlock(&X.mu);
 		}
-		r = post(c, &b, X.cfg->otlp_timeout_ms, why, sizeof why);
+		r = post(c, b, X.cfg->otlp_timeout_ms, why, sizeof why);
 	}
-	strbuf_cleanup(&b);
 	if (r == 0) {
 		metrics_spans_exported((int64_t)n);
 		return;
@@ -323,23 +354,35 @@ static void export_batch(CURL *c, struct otlp_span **v, size_t n, int attempts)
 		 n, why);
 }
 
-/* Takes up to OTLP_BATCH queued spans into v (the caller holds X.mu). */
-static size_t take(struct otlp_span **v)
+#define TAKE_CHUNK 64 /* spans copied out of the queue per hold of its lock */
+
+/* Copies up to OTLP_BATCH queued spans into v and takes them off the queue,
+ * TAKE_CHUNK at a time so that an emitter never waits long for the lock. */
+static size_t take(struct otlp_span *v)
 {
-	size_t n = X.count < OTLP_BATCH ? X.count : OTLP_BATCH;
-	for (size_t i = 0; i < n; i++) {
-		v[i] = X.ring[X.head];
-		X.head = (X.head + 1) % X.cap;
+	size_t n = 0;
+	for (;;) {
+		pthread_mutex_lock(&X.mu);
+		size_t k = X.count < TAKE_CHUNK ? X.count : TAKE_CHUNK;
+		if (k > OTLP_BATCH - n)
+			k = OTLP_BATCH - n;
+		for (size_t i = 0; i < k; i++) {
+			v[n++] = X.ring[X.head];
+			X.head = (X.head + 1) % X.cap;
+		}
+		X.count -= k;
+		X.first_at = timefmt_mono_ms();
+		pthread_mutex_unlock(&X.mu);
+		if (k < TAKE_CHUNK || n == OTLP_BATCH)
+			return n;
 	}
-	X.count -= n;
-	X.first_at = timefmt_mono_ms();
-	return n;
 }
 
 static void *exporter_main(void *arg)
 {
 	CURL *c = arg;
-	struct otlp_span **batch = malloc(OTLP_BATCH * sizeof *batch);
+	struct otlp_span *batch = X.batch;
+	struct strbuf b = {0};
 	for (;;) {
 		pthread_mutex_lock(&X.mu);
 		for (;;) {
@@ -355,32 +398,27 @@ static void *exporter_main(void *arg)
 			pthread_cond_timedwait(&X.cv, &X.mu, &dl);
 		}
 		bool stop = X.stop;
-		size_t n = batch != NULL ? take(batch) : 0;
 		pthread_mutex_unlock(&X.mu);
 		if (stop)
 			break;
+		size_t n = take(batch);
 		if (n > 0)
-			export_batch(c, batch, n, EXPORT_ATTEMPTS);
+			export_batch(c, &b, batch, n, EXPORT_ATTEMPTS);
 	}
 	/* Stopping: what is queued goes out, one try per batch, within the
 	 * budget; the rest is dropped. */
 	int64_t until = timefmt_mono_ms() + STOP_BUDGET_MS;
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 500L);
 	for (;;) {
-		pthread_mutex_lock(&X.mu);
-		size_t n = batch != NULL ? take(batch) : 0;
-		pthread_mutex_unlock(&X.mu);
+		size_t n = take(batch);
 		if (n == 0)
 			break;
-		if (timefmt_mono_ms() >= until) {
-			for (size_t i = 0; i < n; i++)
-				free(batch[i]);
+		if (timefmt_mono_ms() >= until)
 			metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
-			continue;
-		}
-		export_batch(c, batch, n, 1);
+		else
+			export_batch(c, &b, batch, n, 1);
 	}
-	free(batch);
+	strbuf_cleanup(&b);
 	curl_easy_cleanup(c);
 	return NULL;
 }
@@ -395,15 +433,18 @@ enum err_code otlp_start(const struct config *cfg, const char *instance, struct 
 	X.instance = strdup(instance);
 	X.cap = (size_t)cfg->otlp_queue;
 	X.ring = calloc(X.cap, sizeof *X.ring);
+	X.batch = malloc(OTLP_BATCH * sizeof *X.batch);
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
-	if (X.instance == NULL || X.ring == NULL || c == NULL ||
+	if (X.instance == NULL || X.ring == NULL || X.batch == NULL || c == NULL ||
 	    (h = curl_slist_append(NULL, "Content-Type: application/x-protobuf")) == NULL) {
 		curl_easy_cleanup(c);
 		free(X.instance);
 		free(X.ring);
+		free(X.batch);
 		X.instance = NULL;
 		X.ring = NULL;
+		X.batch = NULL;
 		return err_set(e, ERR_INTERNAL, "otlp: out of memory");
 	}
 	X.headers = h; /* freed by otlp_stop, once the exporter's handle is gone */
@@ -446,11 +487,11 @@ void otlp_stop(void)
 	pthread_cond_signal(&X.cv);
 	pthread_mutex_unlock(&X.mu);
 	pthread_join(X.thread, NULL);
-	for (size_t i = 0; i < X.count; i++)
-		free(X.ring[(X.head + i) % X.cap]);
 	X.count = 0;
 	free(X.ring);
 	X.ring = NULL;
+	free(X.batch);
+	X.batch = NULL;
 	free(X.instance);
 	X.instance = NULL;
 	curl_slist_free_all(X.headers);

@@ -4,9 +4,10 @@
  *
  * Threads: one exporter thread, started by otlp_start when
  * HOOKFLOW_OTLP_ENDPOINT is set. Any thread hands it finished spans with
- * otlp_emit, which copies the span into a bounded queue
- * (HOOKFLOW_OTLP_QUEUE) and never waits: when the queue is full the span is
- * dropped and counted (hookflow_spans_dropped_total{reason="queue_full"}).
+ * otlp_emit, which copies the span into a bounded queue of preallocated
+ * slots (HOOKFLOW_OTLP_QUEUE of them) under a mutex held for that copy
+ * only, and never waits for the collector: when the queue is full the span
+ * is dropped and counted (hookflow_spans_dropped_total{reason="queue_full"}).
  * The exporter sends a batch when OTLP_BATCH spans are queued or a second
  * after the first one came; a batch the collector refuses or does not answer
  * is tried again a bounded number of times, then dropped and counted
@@ -60,6 +61,10 @@ struct otlp_span {
 /* An otlp_span with every attribute left out. */
 void otlp_span_init(struct otlp_span *s, const char *name, enum otlp_kind kind);
 
+/* Copies `src` (NULL: "") into the field `dst` of `cap` bytes, cut to fit:
+ * what spans are filled with (cheaper than snprintf on the hot path). */
+void otlp_set(char *dst, size_t cap, const char *src);
+
 /* Starts the exporter for `cfg` (borrowed, outlives it) when
  * cfg->otlp_endpoint is set; `instance` (copied) is the resource's
  * service.instance.id. A no-op otherwise. Call once, before the threads
@@ -85,8 +90,7 @@ void otlp_stop(void);
 /* Appends the ExportTraceServiceRequest of spans v[0..n) for resource
  * (service.name "hookflow", `instance`) to `b` (protobuf). Pure; exposed for
  * the unit tests. */
-void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span *const *v,
-		 size_t n);
+void otlp_encode(struct strbuf *b, const char *instance, const struct otlp_span *v, size_t n);
 
 /* The URL spans are POSTed to: `endpoint` with "/v1/traces" appended (one
  * "/" between them), as the OTLP exporter specification says for a base

@@ -288,7 +288,7 @@ if [[ "${BENCH_TRACES:-}" = 1 ]]; then
 		done
 		echo "spans exported when the load ended: $(IFS=,; echo "${exp[*]}"); dropped: $(IFS=,; echo "${drop[*]}")"
 		awk -v a="${R[ton_steps_per_s]}" -v b="${R[toff_steps_per_s]}" \
-			'BEGIN { r = b > 0 ? a / b : 0; printf "ratio exported/off: %.3f (target >= 0.9): %s\n", r, r >= 0.9 ? "PASS" : "MISS" }'
+			'BEGIN { r = b > 0 ? a / b : 0; printf "ratio exported/off: %.3f (target >= 0.9): %s\n", r, (r >= 0.9 ? "PASS" : "MISS") }'
 	} | tee "$out/traces.txt"
 	exit 0
 fi

@@ -217,7 +217,7 @@ static void test_export_request_carries_resource_scope_and_spans(void **state)
 	step.attempt = 3;
 	step.http_status = 503;
 	snprintf(step.error_type, sizeof step.error_type, "503");
-	const struct otlp_span *v[] = {&run, &step};
+	const struct otlp_span v[] = {run, step};
 
 	struct strbuf b = {0};
 	otlp_encode(&b, "host-1-ab", v, 2);
