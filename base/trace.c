@@ -80,10 +80,11 @@ static bool value_valid(const char *v, size_t n)
 	return true;
 }
 
-/* Checks tracestate `ts` and copies it, without the white space around it,
- * into out. False (out "") when it is not a valid list, has more than 32
- * members, repeats a key, or is longer than TRACE_STATE_MAX. */
-static bool state_parse(const char *ts, char out[TRACE_STATE_MAX + 1])
+/* Checks tracestate `ts` and copies its members into out, joined with ","
+ * (the white space around them and empty members left out: the same list,
+ * in printable ASCII only). False (out "") when it is not a valid list, has
+ * more than 32 members, repeats a key, or is longer than TRACE_STATE_MAX. */
+static bool state_members(const char *ts, char out[TRACE_STATE_MAX + 1])
 {
 	out[0] = '\0';
 	while (is_ows(*ts))
@@ -118,16 +119,29 @@ static bool state_parse(const char *ts, char out[TRACE_STATE_MAX + 1])
 					return false;
 			keys[members] = m;
 			key_lens[members++] = (size_t)(eq - m);
+			size_t at = strlen(out);
+			if (at > 0)
+				out[at++] = ',';
+			memcpy(out + at, m, (size_t)(e - m));
+			out[at + (size_t)(e - m)] = '\0';
 		}
 		if (comma == NULL)
 			break;
 		p = comma + 1;
 	}
-	if (members == 0)
+	if (members == 0) {
+		out[0] = '\0';
 		return false;
-	memcpy(out, ts, len);
-	out[len] = '\0';
+	}
 	return true;
+}
+
+static bool state_parse(const char *ts, char out[TRACE_STATE_MAX + 1])
+{
+	if (state_members(ts, out))
+		return true;
+	out[0] = '\0';
+	return false;
 }
 
 bool trace_parent_parse(const char *tp, const char *ts, struct trace_parent *out)

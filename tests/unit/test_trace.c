@@ -78,9 +78,12 @@ static void test_tracestate_is_kept_only_when_valid(void **state)
 		const char *want;
 	} cases[] = {
 		{"congo=t61rcWkgMzE", "congo=t61rcWkgMzE"},
+		/* kept as its members joined with ",": the white space around
+		 * them and empty members (allowed) left out */
 		{" rojo=00f067aa0ba902b7 , congo=t61rcWkgMzE ",
-		 "rojo=00f067aa0ba902b7 , congo=t61rcWkgMzE"},
-		{"a=1,,b=2", "a=1,,b=2"}, /* empty members are allowed */
+		 "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
+		{"a=1,,b=2", "a=1,b=2"},
+		{"a=1 \t,\tb=2", "a=1,b=2"},
 		{"tenant1@vendor=x", "tenant1@vendor=x"},
 		{"0tenant@v=x", "0tenant@v=x"},
 		{"k=has space inside", "k=has space inside"},
