@@ -1,8 +1,9 @@
 /* trace: W3C trace context parsing, span id derivation and formatting. */
 #include "base/trace.h"
 
+#include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -174,35 +175,57 @@ bool trace_parent_parse(const char *tp, const char *ts, struct trace_parent *out
 	return true;
 }
 
-static void hex8(const unsigned char *b, char out[TRACE_SPAN_HEX + 1])
+static void to_hex(const uint8_t *b, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
-	bool zero = true;
-	for (int i = 0; i < 8; i++) {
+	for (size_t i = 0; i < n; i++) {
 		out[2 * i] = digits[b[i] >> 4];
 		out[2 * i + 1] = digits[b[i] & 15];
-		zero &= b[i] == 0;
 	}
-	out[TRACE_SPAN_HEX] = '\0';
-	if (zero)
-		out[TRACE_SPAN_HEX - 1] = '1';
+	out[2 * n] = '\0';
 }
 
-void trace_derive(const char *key, size_t len, char out[TRACE_SPAN_HEX + 1])
+/* A span id from 8 bytes, never all zero. */
+static void span_set(const uint8_t *b, struct trace_span *out)
 {
-	/* SHA256(), not EVP_Digest: the one-shot skips the EVP fetch and
-	 * context that cost five times the hash itself, on every call. */
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)key, len, md);
-	hex8(md, out);
+	bool zero = true;
+	for (int i = 0; i < 8; i++) {
+		out->raw[i] = b[i];
+		zero &= b[i] == 0;
+	}
+	if (zero)
+		out->raw[7] = 1;
+	to_hex(out->raw, 8, out->hex);
+}
+
+/* SHA-256, fetched once: EVP_Digest with an EVP_MD already fetched costs a
+ * third of SHA256(), which fetches it (under a lock) at every call. It stays
+ * for the life of the process. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+void trace_derive(const char *key, size_t len, struct trace_span *out)
+{
+	pthread_once(&sha256_once, fetch_sha256);
+	unsigned char md[EVP_MAX_MD_SIZE] = {0};
+	unsigned int n = 0;
+	/* It fails only when OpenSSL cannot allocate: the span id is then
+	 * that of an all-zero digest, still a valid id. */
+	EVP_Digest(key, len, md, &n, sha256_md != NULL ? sha256_md : EVP_sha256(), NULL);
+	span_set(md, out);
 }
 
 /* trace_derive of the printf-style key (keys are short: ids of at most 128
  * bytes). */
-static void derive_fmt(char out[TRACE_SPAN_HEX + 1], const char *fmt, ...)
+static void derive_fmt(struct trace_span *out, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void derive_fmt(char out[TRACE_SPAN_HEX + 1], const char *fmt, ...)
+static void derive_fmt(struct trace_span *out, const char *fmt, ...)
 {
 	char key[512];
 	va_list ap;
@@ -217,20 +240,58 @@ static void derive_fmt(char out[TRACE_SPAN_HEX + 1], const char *fmt, ...)
 }
 
 void trace_attempt_span(const char *trace_id, const char *run_id, int generation, int step,
-			int attempt, char out[TRACE_SPAN_HEX + 1])
+			int attempt, struct trace_span *out)
 {
 	derive_fmt(out, "%s/%s/%d/%d/%d", trace_id, run_id, generation, step, attempt);
 }
 
+void trace_run_span(const char *trace_id, const char *run_id, int generation,
+		    struct trace_span *out)
+{
+	derive_fmt(out, "%s/%s/%d/run", trace_id, run_id, generation);
+}
+
 void trace_callback_span(const char *trace_id, const char *run_id, int generation, int attempt,
-			 char out[TRACE_SPAN_HEX + 1])
+			 struct trace_span *out)
 {
 	derive_fmt(out, "%s/%s/%d/callback/%d", trace_id, run_id, generation, attempt);
 }
 
-void trace_child_span(const char *span_id, const char *what, char out[TRACE_SPAN_HEX + 1])
+void trace_child_span(const char *span_hex, const char *what, struct trace_span *out)
 {
-	derive_fmt(out, "%s/%s", span_id, what);
+	derive_fmt(out, "%s/%s", span_hex, what);
+}
+
+void trace_sibling_span(const struct trace_span *s, struct trace_span *out)
+{
+	static const uint8_t mask[8] = {0x5e, 0x77, 0x1e, 0x5e, 0x77, 0x1e, 0x5e, 0x77};
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = s->raw[i] ^ mask[i];
+	span_set(b, out);
+}
+
+bool trace_id_read(const char *s, char out[TRACE_ID_HEX + 1])
+{
+	size_t n = 0;
+	out[0] = '\0';
+	if (s == NULL)
+		return false;
+	for (; *s != '\0'; s++) {
+		if (*s == '-')
+			continue;
+		char c = *s >= 'A' && *s <= 'F' ? (char)(*s - 'A' + 'a') : *s;
+		if (n == TRACE_ID_HEX || !is_lower_hex(c)) {
+			out[0] = '\0';
+			return false;
+		}
+		out[n++] = c;
+	}
+	out[n] = '\0';
+	if (n == TRACE_ID_HEX && trace_hex_id_valid(out, TRACE_ID_HEX))
+		return true;
+	out[0] = '\0';
+	return false;
 }
 
 static void random_hex(size_t nbytes, char *out)
@@ -268,23 +329,21 @@ void trace_format_parent(const char *trace_id, const char *span_id, char out[TRA
 	snprintf(out, TRACE_PARENT_LEN + 1, "00-%.32s-%.16s-01", trace_id, span_id);
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
+/* The value of each lowercase hex digit plus one; 0 for anything else. */
+static const uint8_t hex_value[256] = {
+	['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,
+	['6'] = 7,  ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12,
+	['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+};
 
 bool trace_hex_decode(const char *hex, uint8_t *out, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		int hi = hex_digit(hex[2 * i]);
-		int lo = hi < 0 ? -1 : hex_digit(hex[2 * i + 1]);
-		if (lo < 0)
+		uint8_t hi = hex_value[(unsigned char)hex[2 * i]];
+		uint8_t lo = hi ? hex_value[(unsigned char)hex[2 * i + 1]] : 0;
+		if (lo == 0)
 			return false;
-		out[i] = (uint8_t)(hi << 4 | lo);
+		out[i] = (uint8_t)((hi - 1) << 4 | (lo - 1));
 	}
 	return hex[2 * n] == '\0';
 }

@@ -40,27 +40,47 @@ bool trace_parent_parse(const char *tp, const char *ts, struct trace_parent *out
 /* True when `s` is `n` lowercase hex digits, not all zero. */
 bool trace_hex_id_valid(const char *s, size_t n);
 
-/* Writes the span id derived from `key` (`len` bytes) into out: the first 8
- * bytes of its SHA-256 in lowercase hex, "0000000000000001" should they all
- * be zero. */
-void trace_derive(const char *key, size_t len, char out[TRACE_SPAN_HEX + 1]);
+/* A span id, as its 8 bytes and as 16 lowercase hex digits. */
+struct trace_span {
+	uint8_t raw[8];
+	char hex[TRACE_SPAN_HEX + 1];
+};
 
-/* The span id of attempt `attempt` of step `step` of generation
- * `generation` of run `run_id` in trace `trace_id`: trace_derive of
+/* The span id derived from `key` (`len` bytes): the first 8 bytes of its
+ * SHA-256, 0000000000000001 should they all be zero. */
+void trace_derive(const char *key, size_t len, struct trace_span *out);
+
+/* The span of attempt `attempt` of step `step` of generation `generation`
+ * of run `run_id` in trace `trace_id` (32 hex digits): trace_derive of
  * "<trace_id>/<run_id>/<generation>/<step>/<attempt>". The engine's
  * hf_attempt_span (db/engine/01_helpers.sql) computes the same. */
 void trace_attempt_span(const char *trace_id, const char *run_id, int generation, int step,
-			int attempt, char out[TRACE_SPAN_HEX + 1]);
+			int attempt, struct trace_span *out);
 
-/* The span id of delivery attempt `attempt` of the callback of generation
+/* The span of generation `generation` of run `run_id` (the run span):
+ * trace_derive of "<trace_id>/<run_id>/<generation>/run" (the engine's
+ * hf_run_span). */
+void trace_run_span(const char *trace_id, const char *run_id, int generation,
+		    struct trace_span *out);
+
+/* The span of delivery attempt `attempt` of the callback of generation
  * `generation` of run `run_id`: trace_derive of
  * "<trace_id>/<run_id>/<generation>/callback/<attempt>". */
 void trace_callback_span(const char *trace_id, const char *run_id, int generation, int attempt,
-			 char out[TRACE_SPAN_HEX + 1]);
+			 struct trace_span *out);
 
-/* A span id derived from another span id and a word ("settle", "wait"):
- * trace_derive of "<span_id>/<what>". */
-void trace_child_span(const char *span_id, const char *what, char out[TRACE_SPAN_HEX + 1]);
+/* A span derived from another one and a word ("wait/3"): trace_derive of
+ * "<span hex>/<what>". */
+void trace_child_span(const char *span_hex, const char *what, struct trace_span *out);
+
+/* A span tied to span `s` without hashing (an attempt's settlement): its
+ * bytes XOR a constant, never all zero. */
+void trace_sibling_span(const struct trace_span *s, struct trace_span *out);
+
+/* Reads a trace id written as 32 hex digits, or as a uuid's text (with
+ * dashes, as PostgreSQL shows the column), into 32 lowercase hex digits.
+ * False (out "") when `s` is NULL or neither, or the id is all zero. */
+bool trace_id_read(const char *s, char out[TRACE_ID_HEX + 1]);
 
 /* A random trace id / span id (OpenSSL's RAND_bytes; never all zero). */
 void trace_random_trace_id(char out[TRACE_ID_HEX + 1]);

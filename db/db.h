@@ -53,8 +53,9 @@ enum err_code db_conn_open(const char *url, struct db_conn **out, struct err *e)
 
 /* Where the spans the engine reports go (README "Traces"): when a sink is
  * set, every connection opened afterwards asks the engine for them
- * (hookflow.spans = on; RAISE INFO 'hookflow-span <json>'), and
- * sink(json, len) is called with each one's JSON text (borrowed) on the
+ * (hookflow.spans = on; RAISE INFO 'hookflow-span <json>', one JSON object
+ * a line), and sink(json, len) is called with each one's JSON text
+ * (borrowed) on the
  * thread that ran the statement, once the transaction that reported it has
  * committed; never for one that was rolled back. Call once at start-up,
  * before the connections open; NULL: none. */

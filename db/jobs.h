@@ -58,10 +58,10 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 	X(last_heartbeat, STR)                                                               \
 	X(max_pending_ms, I64) /* steps: the workflow's cap on a pending step */             \
 	X(children, STR)       /* JSON: the children a wait for them ended with, or NULL */  \
-	/* the run's trace (README "Traces"): NULL for a run that ended before 0010 */       \
+	/* the run's trace (README "Traces"), a uuid's text: NULL for a run that  \
+	 * ended before 0010 */          \
 	X(trace_id, STR)                                                                     \
-	X(run_span_id, STR) /* the span of the run's current generation */                   \
-	X(tracestate, STR)  /* the caller's W3C tracestate, or NULL */                       \
+	X(tracestate, STR) /* the caller's W3C tracestate, or NULL */                        \
 	/* first attempt of a step, on a connection that exports spans: when the wait   \
 	 * before it began and when the step came due (epoch ms; 0: not known) */    \
 	X(wait_from_ms, I64)                                                                 \

@@ -67,17 +67,21 @@ struct inflight {
 	/* The endpoint allowance the call counts in (NULL: none), and its token. */
 	struct endpoints *eps;
 	uint64_t ep_token;
-	/* The attempt's span (README "Traces"): its id ("" when the run has no
-	 * trace), the traceparent the call carries, when the call started (unix
-	 * ns; 0 unless spans are exported). */
-	char span_id[TRACE_SPAN_HEX + 1];
+	/* The attempt's span (README "Traces"): the run's trace ("" when it has
+	 * none), the span id, the traceparent the call carries, the run's span
+	 * (only when spans are exported), when the call started (unix ns; 0
+	 * unless spans are exported). */
+	char trace_id[TRACE_ID_HEX + 1];
+	uint8_t trace_raw[16];
+	struct trace_span span;
 	char traceparent[TRACE_PARENT_LEN + 1];
+	struct trace_span run_span;
 	int64_t start_ns;
 };
 
 /* The trace fields of a job's log lines. */
 #define TRACE_KV "trace_id=%s span_id=%s"
-#define TRACE_OF(f) ((f)->job.trace_id && (f)->span_id[0] ? (f)->job.trace_id : ""), (f)->span_id
+#define TRACE_OF(f) (f)->trace_id, (f)->span.hex
 
 /* A renewal's answer, for the I/O thread: the claims still held. */
 struct renewal {
@@ -346,28 +350,35 @@ static int64_t now_ns(void)
 /* The attempt's span id and traceparent, when its run has a trace: a step
  * attempt's derived from (trace, run, generation, step, attempt), a
  * callback delivery's from (trace, run, generation, attempt), so a
- * redelivery of the same attempt carries the same ones. */
+ * redelivery of the same attempt carries the same ones; with spans
+ * exported, the run's span too (their parent), derived from (trace, run,
+ * generation). */
 static void trace_attempt(struct inflight *f)
 {
 	const struct claimed_job *j = &f->job;
-	if (j->trace_id == NULL || !trace_hex_id_valid(j->trace_id, TRACE_ID_HEX))
+	if (!trace_id_read(j->trace_id, f->trace_id))
 		return;
 	if (j->kind == JOB_STEP)
-		trace_attempt_span(j->trace_id, j->run_id, j->generation, j->step, j->attempt,
-				   f->span_id);
+		trace_attempt_span(f->trace_id, j->run_id, j->generation, j->step, j->attempt,
+				   &f->span);
 	else
-		trace_callback_span(j->trace_id, j->run_id, j->generation, j->attempt, f->span_id);
-	trace_format_parent(j->trace_id, f->span_id, f->traceparent);
+		trace_callback_span(f->trace_id, j->run_id, j->generation, j->attempt, &f->span);
+	trace_format_parent(f->trace_id, f->span.hex, f->traceparent);
+	if (otlp_enabled()) {
+		trace_hex_decode(f->trace_id, f->trace_raw, sizeof f->trace_raw);
+		trace_run_span(f->trace_id, j->run_id, j->generation, &f->run_span);
+	}
 }
 
-/* A span of job `j` (trace and parent: the run's), its attributes set. */
-static void job_span(const struct claimed_job *j, const char *name, enum otlp_kind kind,
+/* A span of the job of `f` (trace and parent: its run's), its attributes
+ * set. */
+static void job_span(const struct inflight *f, const char *name, enum otlp_kind kind,
 		     struct otlp_span *s)
 {
+	const struct claimed_job *j = &f->job;
 	otlp_span_init(s, name, kind);
-	otlp_set(s->trace_id, sizeof s->trace_id, j->trace_id);
-	if (j->run_span_id != NULL && trace_hex_id_valid(j->run_span_id, TRACE_SPAN_HEX))
-		otlp_set(s->parent_span_id, sizeof s->parent_span_id, j->run_span_id);
+	memcpy(s->trace_id, f->trace_raw, sizeof s->trace_id);
+	memcpy(s->parent_span_id, f->run_span.raw, sizeof s->parent_span_id);
 	otlp_set(s->run_id, sizeof s->run_id, j->run_id);
 	otlp_set(s->workflow, sizeof s->workflow, j->workflow);
 	s->generation = j->generation;
@@ -406,12 +417,12 @@ static const char *error_type(const struct inflight *f, const struct call_result
 static void emit_call_span(const struct inflight *f, const struct call_result *r,
 			   const struct verdict *v, long http_status, struct settlement *st)
 {
-	if (!otlp_enabled() || f->span_id[0] == '\0')
+	if (!otlp_enabled() || f->trace_id[0] == '\0')
 		return;
 	const struct claimed_job *j = &f->job;
 	struct otlp_span s;
-	job_span(j, j->kind == JOB_STEP ? "step" : "callback", OTLP_CLIENT, &s);
-	memcpy(s.span_id, f->span_id, sizeof s.span_id);
+	job_span(f, j->kind == JOB_STEP ? "step" : "callback", OTLP_CLIENT, &s);
+	memcpy(s.span_id, f->span.raw, sizeof s.span_id);
 	s.end_ns = now_ns();
 	s.start_ns = f->start_ns > 0 ? f->start_ns : s.end_ns;
 	otlp_set(s.outcome, sizeof s.outcome,
@@ -428,9 +439,11 @@ static void emit_call_span(const struct inflight *f, const struct call_result *r
 	struct otlp_span *settle = malloc(sizeof *settle);
 	if (settle == NULL)
 		return;
-	job_span(j, "settle", OTLP_INTERNAL, settle);
-	memcpy(settle->parent_span_id, f->span_id, sizeof settle->parent_span_id);
-	trace_child_span(f->span_id, "settle", settle->span_id);
+	job_span(f, "settle", OTLP_INTERNAL, settle);
+	memcpy(settle->parent_span_id, f->span.raw, sizeof settle->parent_span_id);
+	struct trace_span sib;
+	trace_sibling_span(&f->span, &sib);
+	memcpy(settle->span_id, sib.raw, sizeof settle->span_id);
 	memcpy(settle->outcome, s.outcome, sizeof settle->outcome);
 	st->span = settle;
 }
@@ -461,12 +474,11 @@ static void emit_settle_spans(struct settlement *v, size_t n, const bool *refuse
 /* Emits the span of the wait that ended before the first attempt of a
  * step: for a signal, for children, or a delay, from the end of the step
  * before (the run's start for step 0) to when the step came due. */
-static void emit_wait_span(const struct claimed_job *j)
+static void emit_wait_span(const struct inflight *f)
 {
+	const struct claimed_job *j = &f->job;
 	if (!otlp_enabled() || j->kind != JOB_STEP || j->wait_from_ms <= 0 || j->due_ms <= 0 ||
-	    j->due_ms < j->wait_from_ms || j->trace_id == NULL ||
-	    !trace_hex_id_valid(j->trace_id, TRACE_ID_HEX) || j->run_span_id == NULL ||
-	    !trace_hex_id_valid(j->run_span_id, TRACE_SPAN_HEX))
+	    j->due_ms < j->wait_from_ms || f->trace_id[0] == '\0')
 		return;
 	const char *kind = j->signal != NULL             ? "signal"
 			   : j->children != NULL         ? "children"
@@ -475,11 +487,13 @@ static void emit_wait_span(const struct claimed_job *j)
 	if (kind == NULL)
 		return;
 	struct otlp_span s;
-	job_span(j, "wait", OTLP_INTERNAL, &s);
+	job_span(f, "wait", OTLP_INTERNAL, &s);
 	s.attempt = -1;
 	char what[32];
 	snprintf(what, sizeof what, "wait/%d", j->step);
-	trace_child_span(j->run_span_id, what, s.span_id);
+	struct trace_span w;
+	trace_child_span(f->run_span.hex, what, &w);
+	memcpy(s.span_id, w.raw, sizeof s.span_id);
 	s.start_ns = j->wait_from_ms * 1000000;
 	s.end_ns = j->due_ms * 1000000;
 	otlp_set(s.wait_kind, sizeof s.wait_kind, kind);
@@ -982,7 +996,7 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 		f->job = jobs[i];
 		f->claim_seq = ++w->claims;
 		trace_attempt(f);
-		emit_wait_span(&f->job);
+		emit_wait_span(f);
 		if (f->job.kind == JOB_STEP && f->job.replayed != NULL &&
 		    !f->job.cancel_requested && replay(w, f)) {
 			free_inflight(f);

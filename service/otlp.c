@@ -62,8 +62,7 @@ static struct {
 	pthread_cond_t cv;
 	struct otlp_span *ring; /* cap slots; count queued spans from head */
 	size_t cap, head, count;
-	struct otlp_span *batch; /* the exporter's: OTLP_BATCH spans taken off the queue */
-	int64_t first_at;        /* monotonic ms when the oldest queued span came */
+	int64_t first_at; /* monotonic ms when the oldest queued span came */
 	bool stop;
 } X = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -127,9 +126,15 @@ void otlp_engine_span(const char *json, size_t len)
 	}
 	struct otlp_span s;
 	otlp_span_init(&s, "run", OTLP_INTERNAL);
-	copy_str(s.trace_id, sizeof s.trace_id, json_object_get(o, "trace_id"));
-	copy_str(s.span_id, sizeof s.span_id, json_object_get(o, "span_id"));
-	copy_str(s.parent_span_id, sizeof s.parent_span_id, json_object_get(o, "parent_span_id"));
+	const char *tid = json_string_value(json_object_get(o, "trace_id"));
+	const char *sid = json_string_value(json_object_get(o, "span_id"));
+	const char *pid = json_string_value(json_object_get(o, "parent_span_id"));
+	bool ids = tid != NULL && sid != NULL && trace_hex_id_valid(tid, TRACE_ID_HEX) &&
+		   trace_hex_id_valid(sid, TRACE_SPAN_HEX) &&
+		   trace_hex_decode(tid, s.trace_id, sizeof s.trace_id) &&
+		   trace_hex_decode(sid, s.span_id, sizeof s.span_id);
+	if (ids && pid != NULL && trace_hex_id_valid(pid, TRACE_SPAN_HEX))
+		trace_hex_decode(pid, s.parent_span_id, sizeof s.parent_span_id);
 	s.start_ns = (int64_t)json_integer_value(json_object_get(o, "start_us")) * 1000;
 	s.end_ns = (int64_t)json_integer_value(json_object_get(o, "end_us")) * 1000;
 	copy_str(s.run_id, sizeof s.run_id, json_object_get(o, "run_id"));
@@ -147,8 +152,7 @@ void otlp_engine_span(const char *json, size_t len)
 			otlp_set(s.error_type, sizeof s.error_type, "failed");
 	}
 	json_decref(o);
-	if (!trace_hex_id_valid(s.trace_id, TRACE_ID_HEX) ||
-	    !trace_hex_id_valid(s.span_id, TRACE_SPAN_HEX)) {
+	if (!ids) {
 		log_warn("otlp", "span from the engine without valid ids", NULL);
 		return;
 	}
@@ -210,11 +214,14 @@ static void kv_int(struct strbuf *b, uint32_t field, const char *key, int64_t va
 	kv_any(b, field, key, any, (size_t)(p - any));
 }
 
-static void id_field(struct strbuf *b, uint32_t field, const char *hex, size_t nbytes)
+/* An id field, left out when all zero (a root span's parent). */
+static void id_field(struct strbuf *b, uint32_t field, const uint8_t *id, size_t n)
 {
-	uint8_t raw[16];
-	if (hex[0] != '\0' && trace_hex_decode(hex, raw, nbytes))
-		pb_bytes(b, field, raw, nbytes);
+	for (size_t i = 0; i < n; i++)
+		if (id[i] != 0) {
+			pb_bytes(b, field, id, n);
+			return;
+		}
 }
 
 static void encode_span(struct strbuf *b, const struct otlp_span *s)
@@ -354,34 +361,35 @@ static void export_batch(CURL *c, struct strbuf *b, const struct otlp_span *v, s
 		 n, why);
 }
 
-#define TAKE_CHUNK 64 /* spans copied out of the queue per hold of its lock */
-
-/* Copies up to OTLP_BATCH queued spans into v and takes them off the queue,
- * TAKE_CHUNK at a time so that an emitter never waits long for the lock. */
-static size_t take(struct otlp_span *v)
+/* The oldest queued spans, up to OTLP_BATCH of them and up to the ring's
+ * end: *at receives where they start. They stay in their slots, which no
+ * emitter writes (emitters write after the last queued span), until
+ * release(): the exporter encodes them in place, and the lock is held only
+ * to read the indices. */
+static size_t peek(size_t *at)
 {
-	size_t n = 0;
-	for (;;) {
-		pthread_mutex_lock(&X.mu);
-		size_t k = X.count < TAKE_CHUNK ? X.count : TAKE_CHUNK;
-		if (k > OTLP_BATCH - n)
-			k = OTLP_BATCH - n;
-		for (size_t i = 0; i < k; i++) {
-			v[n++] = X.ring[X.head];
-			X.head = (X.head + 1) % X.cap;
-		}
-		X.count -= k;
-		X.first_at = timefmt_mono_ms();
-		pthread_mutex_unlock(&X.mu);
-		if (k < TAKE_CHUNK || n == OTLP_BATCH)
-			return n;
-	}
+	pthread_mutex_lock(&X.mu);
+	size_t n = X.count < OTLP_BATCH ? X.count : OTLP_BATCH;
+	if (n > X.cap - X.head)
+		n = X.cap - X.head;
+	*at = X.head;
+	pthread_mutex_unlock(&X.mu);
+	return n;
+}
+
+/* Gives the `n` spans peek() found back to the emitters. */
+static void release(size_t n)
+{
+	pthread_mutex_lock(&X.mu);
+	X.head = (X.head + n) % X.cap;
+	X.count -= n;
+	X.first_at = timefmt_mono_ms();
+	pthread_mutex_unlock(&X.mu);
 }
 
 static void *exporter_main(void *arg)
 {
 	CURL *c = arg;
-	struct otlp_span *batch = X.batch;
 	struct strbuf b = {0};
 	for (;;) {
 		pthread_mutex_lock(&X.mu);
@@ -401,22 +409,25 @@ static void *exporter_main(void *arg)
 		pthread_mutex_unlock(&X.mu);
 		if (stop)
 			break;
-		size_t n = take(batch);
-		if (n > 0)
-			export_batch(c, &b, batch, n, EXPORT_ATTEMPTS);
+		size_t at, n = peek(&at);
+		if (n > 0) {
+			export_batch(c, &b, &X.ring[at], n, EXPORT_ATTEMPTS);
+			release(n);
+		}
 	}
 	/* Stopping: what is queued goes out, one try per batch, within the
 	 * budget; the rest is dropped. */
 	int64_t until = timefmt_mono_ms() + STOP_BUDGET_MS;
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 500L);
 	for (;;) {
-		size_t n = take(batch);
+		size_t at, n = peek(&at);
 		if (n == 0)
 			break;
 		if (timefmt_mono_ms() >= until)
 			metrics_spans_dropped(METRICS_SPAN_EXPORT_FAILED, (int64_t)n);
 		else
-			export_batch(c, &b, batch, n, 1);
+			export_batch(c, &b, &X.ring[at], n, 1);
+		release(n);
 	}
 	strbuf_cleanup(&b);
 	curl_easy_cleanup(c);
@@ -433,18 +444,15 @@ enum err_code otlp_start(const struct config *cfg, const char *instance, struct 
 	X.instance = strdup(instance);
 	X.cap = (size_t)cfg->otlp_queue;
 	X.ring = calloc(X.cap, sizeof *X.ring);
-	X.batch = malloc(OTLP_BATCH * sizeof *X.batch);
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
-	if (X.instance == NULL || X.ring == NULL || X.batch == NULL || c == NULL ||
+	if (X.instance == NULL || X.ring == NULL || c == NULL ||
 	    (h = curl_slist_append(NULL, "Content-Type: application/x-protobuf")) == NULL) {
 		curl_easy_cleanup(c);
 		free(X.instance);
 		free(X.ring);
-		free(X.batch);
 		X.instance = NULL;
 		X.ring = NULL;
-		X.batch = NULL;
 		return err_set(e, ERR_INTERNAL, "otlp: out of memory");
 	}
 	X.headers = h; /* freed by otlp_stop, once the exporter's handle is gone */
@@ -490,8 +498,6 @@ void otlp_stop(void)
 	X.count = 0;
 	free(X.ring);
 	X.ring = NULL;
-	free(X.batch);
-	X.batch = NULL;
 	free(X.instance);
 	X.instance = NULL;
 	curl_slist_free_all(X.headers);

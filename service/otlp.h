@@ -8,6 +8,8 @@
  * slots (HOOKFLOW_OTLP_QUEUE of them) under a mutex held for that copy
  * only, and never waits for the collector: when the queue is full the span
  * is dropped and counted (hookflow_spans_dropped_total{reason="queue_full"}).
+ * A batch keeps its slots while it is being sent (the exporter encodes it
+ * in place), so a slow collector fills the queue and spans are dropped.
  * The exporter sends a batch when OTLP_BATCH spans are queued or a second
  * after the first one came; a batch the collector refuses or does not answer
  * is tried again a bounded number of times, then dropped and counted
@@ -32,14 +34,14 @@
 enum otlp_kind { OTLP_INTERNAL = 1, OTLP_SERVER = 2, OTLP_CLIENT = 3 };
 enum otlp_status { OTLP_UNSET = 0, OTLP_OK = 1, OTLP_ERROR = 2 };
 
-/* One finished span. Strings are copied into the struct; an empty string is
- * an attribute left out, as is a number below 0 (step, attempt, generation)
- * or 0 (http_status). */
+/* One finished span. Ids are raw bytes; strings are copied into the
+ * struct; an empty string is an attribute left out, as is a number below 0
+ * (step, attempt, generation) or 0 (http_status). */
 struct otlp_span {
-	char trace_id[TRACE_ID_HEX + 1];
-	char span_id[TRACE_SPAN_HEX + 1];
-	char parent_span_id[TRACE_SPAN_HEX + 1]; /* "": a root span */
-	char name[16];                           /* run, step, settle, wait, callback */
+	uint8_t trace_id[16];
+	uint8_t span_id[8];
+	uint8_t parent_span_id[8]; /* all zero: a root span */
+	char name[16];             /* run, step, settle, wait, callback */
 	enum otlp_kind kind;
 	int64_t start_ns; /* unix time, nanoseconds */
 	int64_t end_ns;

@@ -31,7 +31,7 @@
 -- "fire_time"} (hf_schedule_start). p_trace places the run in a trace
 -- (README "Traces"): {"trace_id", "parent_span_id", "tracestate"} (the
 -- caller's traceparent, or a child's parent step attempt); NULL: the run
--- starts a trace of its own. The run's own span gets a new id either way.
+-- starts a trace of its own. The run's own span id is derived (hf_run_span).
 CREATE FUNCTION hf_submit(p_run_id text, p_workflow text, p_input jsonb, p_input_hash bytea,
 			  p_headers jsonb, p_priority integer, p_max_attempts integer,
 			  p_due timestamptz, p_callback_url text, p_kv jsonb,
@@ -89,8 +89,8 @@ BEGIN
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key,
 			 concurrency_key, debounce_first_at, parent_run_id, parent_generation,
-			 parent_step, child_key, depth, schedule_id, fire_time, trace_id, span_id,
-			 parent_span_id, tracestate)
+			 parent_step, child_key, depth, schedule_id, fire_time, trace_id,
+			 parent_span_id, tracestate, waited_since)
 	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
@@ -99,9 +99,10 @@ BEGIN
 		(p_parent->>'generation')::integer, (p_parent->>'step')::integer, p_parent->>'key',
 		coalesce((p_parent->>'depth')::integer, 0), p_schedule->>'id',
 		(p_schedule->>'fire_time')::timestamptz,
-		coalesce(p_trace->>'trace_id', hf_new_trace_id()), hf_new_span_id(),
+		coalesce((p_trace->>'trace_id')::uuid, gen_random_uuid()),
 		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'parent_span_id' END,
-		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate' END)
+		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate' END,
+		CASE WHEN due > now() THEN now() END)
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id INTO inserted;
 	IF inserted IS NULL THEN

@@ -438,16 +438,12 @@ BEGIN
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
 			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
 			r.last_heartbeat, w.max_pending_ms, r.children,
-			r.trace_id, r.span_id, r.tracestate,
-			-- a session that exports spans hears where the step's wait began:
-			-- the run's start for step 0, else the end of the step before
-			CASE WHEN tracing AND r.attempt = 1 THEN CASE WHEN r.step = 0
-				THEN hf_ms(coalesce(r.span_started_at, r.created_at))
-				ELSE (SELECT hf_ms(a.finished_at) FROM step_attempt a
-				      WHERE a.run_id = r.run_id AND a.generation = r.generation
-					AND a.step = r.step - 1
-				      ORDER BY a.attempt DESC LIMIT 1) END END,
-			CASE WHEN tracing AND r.attempt = 1 THEN hf_ms(r.next_at) END;
+			r.trace_id::text, r.tracestate,
+			-- a session that exports spans hears when the wait before the
+			-- step began and when the step came due
+			CASE WHEN tracing AND r.attempt = 1 THEN hf_ms(r.waited_since) END,
+			CASE WHEN tracing AND r.attempt = 1 AND r.waited_since IS NOT NULL
+			     THEN hf_ms(r.next_at) END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	-- The next claim goes on after the last lane served when a lane that
@@ -483,7 +479,7 @@ BEGIN
 			false, hf_ms(now()), NULL::jsonb,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
 			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb,
-			rr.trace_id, rr.span_id, rr.tracestate, NULL::bigint, NULL::bigint;
+			rr.trace_id::text, rr.tracestate, NULL::bigint, NULL::bigint;
 	END IF;
 END
 $$;

@@ -249,6 +249,8 @@ BEGIN
 			-- the next step's payload is this attempt's output (hist)
 			payload = CASE WHEN d.advance THEN NULL ELSE rr.payload END,
 			children = CASE WHEN NOT d.advance THEN rr.children END,
+			-- a step that waits before it starts: when (for the wait's span)
+			waited_since = CASE WHEN d.advance AND d.due > now() THEN now() END,
 			wait_children = CASE WHEN d.st = 'waiting' AND d.children IS NOT NULL
 					THEN jsonb_build_object(
 						'mode', coalesce(d.wait_children->>'mode', 'all'),

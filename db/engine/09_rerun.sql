@@ -6,7 +6,8 @@
 -- `from_step` with `payload`: the run's memos stay, its history keeps the
 -- earlier generations. Step 0 with the run's (current) input keeps no copy
 -- of it: hf_step_payload reads step 0's payload from the input. The new
--- generation gets a run span of its own, in the run's trace, or in p_trace
+-- generation gets a run span of its own (hf_run_span: the generation is in
+-- its key), in the run's trace, or in p_trace
 -- ({"trace_id", "parent_span_id", "tracestate"}: a group's re-submission
 -- places its members in the request's trace) when given; a run that ended
 -- before it had a trace (migrations/0010_traces.sql) starts one.
@@ -23,13 +24,13 @@ BEGIN
 		lease_owner = NULL,
 		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,
 		error = NULL, error_kind = NULL, final_step = NULL, finished_at = NULL,
-		trace_id = coalesce(p_trace->>'trace_id', r.trace_id, hf_new_trace_id()),
+		trace_id = coalesce((p_trace->>'trace_id')::uuid, r.trace_id, gen_random_uuid()),
 		parent_span_id = CASE WHEN p_trace->>'trace_id' IS NOT NULL
 				      THEN p_trace->>'parent_span_id'
 				      WHEN r.trace_id IS NOT NULL THEN r.parent_span_id END,
 		tracestate = CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate'
 				  WHEN r.trace_id IS NOT NULL THEN r.tracestate END,
-		span_id = hf_new_span_id(), span_started_at = now(),
+		span_started_at = now(), waited_since = NULL,
 		updated_at = now()
 	WHERE run_id = r.run_id;
 	PERFORM pg_notify('hookflow_wake', '');

@@ -24,7 +24,7 @@ DECLARE
 	m integer := 0;
 	r run;
 	tr jsonb := CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace
-			 ELSE jsonb_build_object('trace_id', hf_new_trace_id()) END;
+			 ELSE jsonb_build_object('trace_id', hf_trace_hex(gen_random_uuid())) END;
 BEGIN
 	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
 	IF NOT FOUND THEN
@@ -54,12 +54,12 @@ BEGIN
 	-- New member runs, in one statement.
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, seq, next_at, group_id, group_key, concurrency_key,
-			 trace_id, span_id, parent_span_id, tracestate)
+			 trace_id, parent_span_id, tracestate)
 	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
 		decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
 		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
 		nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key',
-		tr->>'trace_id', hf_new_span_id(), tr->>'parent_span_id', tr->>'tracestate'
+		(tr->>'trace_id')::uuid, tr->>'parent_span_id', tr->>'tracestate'
 	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
 	ORDER BY x.ord
 	ON CONFLICT (run_id) DO NOTHING;

@@ -164,7 +164,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	tr jsonb;
 BEGIN
-	SELECT CASE WHEN r.trace_id IS NOT NULL THEN jsonb_build_object('trace_id', r.trace_id,
+	SELECT CASE WHEN r.trace_id IS NOT NULL THEN jsonb_build_object(
+		'trace_id', hf_trace_hex(r.trace_id),
 		'parent_span_id', hf_attempt_span(r.trace_id, r.run_id, p_generation, p_step,
 						  p_attempt),
 		'tracestate', r.tracestate) END

@@ -68,7 +68,9 @@
 #                            (HOOKFLOW_OTLP_ENDPOINT: a local sink that takes and
 #                            discards them, a second bench webhook) and without,
 #                            alternately BENCH_COMPARE_REPEAT times (5), then the
-#                            medians of both and their ratio (target >= 0.9)
+#                            medians of both and their ratio (target >= 0.9);
+#                            BENCH_TRACES_BASE=BINARY runs the side without spans
+#                            with BINARY (an earlier build: what traces cost in all)
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -257,16 +259,20 @@ if [[ "${BENCH_TRACES:-}" = 1 ]]; then
 	wait_for "the span sink" 10 test -s "$work/sink.port"
 	sink="http://127.0.0.1:$(cat "$work/sink.port")"
 	repeat=${BENCH_COMPARE_REPEAT:-5}
+	this_bin=$bin
+	base_bin=${BENCH_TRACES_BASE:-$bin}
+	[[ -x "$base_bin" ]] || die "BENCH_TRACES_BASE=$base_bin is not an executable"
 	for ((k = 1; k <= repeat; k++)); do
-		hf_extra_env=()
+		bin=$base_bin hf_extra_env=()
 		throughput "traces_off_$k" "$RUNS10" "$STEPS" "toff_$k" 1
-		hf_extra_env=(HOOKFLOW_OTLP_ENDPOINT="$sink")
+		bin=$this_bin hf_extra_env=(HOOKFLOW_OTLP_ENDPOINT="$sink")
 		throughput "traces_on_$k" "$RUNS10" "$STEPS" "ton_$k" 1
 	done
 	hf_extra_env=()
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
 		echo "traces: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
+		echo "without spans: $base_bin; spans exported: $this_bin"
 		printf '%-10s %14s %10s %10s %10s   %s\n' spans transitions/s hf_us pg_us wal_b \
 			'all runs: transitions/s'
 		for p in toff ton; do

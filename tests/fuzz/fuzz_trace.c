@@ -33,9 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(trace_parent_parse(tp, n ? t.tracestate : NULL, &again));
 		FUZZ_CHECK(strcmp(again.trace_id, t.trace_id) == 0);
 		FUZZ_CHECK(strcmp(again.tracestate, t.tracestate) == 0);
-		char span[TRACE_SPAN_HEX + 1];
-		trace_attempt_span(t.trace_id, s, 1, 0, 1, span);
-		FUZZ_CHECK(trace_hex_id_valid(span, TRACE_SPAN_HEX));
+		struct trace_span span;
+		trace_attempt_span(t.trace_id, s, 1, 0, 1, &span);
+		FUZZ_CHECK(trace_hex_id_valid(span.hex, TRACE_SPAN_HEX));
 	} else {
 		FUZZ_CHECK(t.trace_id[0] == '\0' && t.span_id[0] == '\0' &&
 			   t.tracestate[0] == '\0');

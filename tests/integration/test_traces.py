@@ -117,9 +117,9 @@ def test_the_run_remembers_the_callers_span_and_tracestate(api, webhook, sql):
     api.put_workflow("wf", webhook.url())
     run = submit(api, headers={"traceparent": "00-%s-%s-00" % (TRACE, CALLER_SPAN),
                                "tracestate": "k=v"})
-    row = sql("SELECT trace_id, parent_span_id, tracestate, length(span_id) FROM run "
+    row = sql("SELECT hf_trace_hex(trace_id), parent_span_id, tracestate FROM run "
               "WHERE run_id = %s" % sql_quote(run["run_id"]))
-    assert row == [[TRACE, CALLER_SPAN, "k=v", "16"]]
+    assert row == [[TRACE, CALLER_SPAN, "k=v"]]
 
 
 @pytest.mark.parametrize("header", [
@@ -198,7 +198,7 @@ def test_child_runs_join_the_parents_trace_under_the_step_attempt_that_started_t
     assert api.wait_terminal(run["run_id"])["status"] == "succeeded"
     (step0,) = webhook.requests(path="/steps", run_id=run["run_id"], step=0)
     _, parent_span = traceparent(step0)
-    rows = sql("SELECT run_id, trace_id, parent_span_id, tracestate FROM run "
+    rows = sql("SELECT run_id, hf_trace_hex(trace_id), parent_span_id, tracestate FROM run "
                "WHERE parent_run_id = %s ORDER BY child_key" % sql_quote(run["run_id"]))
     assert len(rows) == 2
     for rid, trace, pspan, state in rows:
@@ -217,14 +217,15 @@ def test_group_members_share_the_requests_trace(api, webhook, sql):
     r = api.put("/v1/groups/g1", body,
                 headers={"traceparent": "00-%s-%s-01" % (TRACE, CALLER_SPAN)})
     assert r.status == 201, r
-    rows = sql("SELECT trace_id, parent_span_id, span_id FROM run WHERE group_id = 'g1'")
+    rows = sql("SELECT hf_trace_hex(trace_id), parent_span_id, "
+               "hf_run_span(trace_id, run_id, generation) FROM run WHERE group_id = 'g1'")
     assert len(rows) == 2
     assert all(t == TRACE and p == CALLER_SPAN for t, p, _ in rows)
     assert rows[0][2] != rows[1][2], "each member has its own run span"
     # without a traceparent: one new trace for the request's members
     r = api.put("/v1/groups/g2", body)
     assert r.status == 201, r
-    rows = sql("SELECT DISTINCT trace_id FROM run WHERE group_id = 'g2'")
+    rows = sql("SELECT DISTINCT hf_trace_hex(trace_id) FROM run WHERE group_id = 'g2'")
     assert len(rows) == 1 and rows[0][0] != TRACE
 
 
@@ -399,6 +400,7 @@ def test_spans_of_hookflow_and_of_an_instrumented_webhook_form_one_trace(
     assert all(s["instance"] for s in hookflow), "service.instance.id on the resource"
     (run,) = _by(hookflow, name="run", trace_id=TRACE)
     assert run["parent_span_id"] == CALLER_SPAN, "the run span is a child of the caller's"
+    assert run["span_id"] == derive("%s/traced/1/run" % TRACE), "the engine's hf_run_span"
     assert run["attributes"]["hookflow.run_id"] == "traced"
     assert run["attributes"]["hookflow.workflow"] == "order"
     assert run["attributes"]["hookflow.outcome"] == "succeeded"

@@ -201,8 +201,8 @@ static void test_export_request_carries_resource_scope_and_spans(void **state)
 	struct otlp_span run, step;
 	(void)state;
 	otlp_span_init(&run, "run", OTLP_INTERNAL);
-	snprintf(run.trace_id, sizeof run.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
-	snprintf(run.span_id, sizeof run.span_id, "00f067aa0ba902b7");
+	assert_true(trace_hex_decode("4bf92f3577b34da6a3ce929d0e0e4736", run.trace_id, 16));
+	assert_true(trace_hex_decode("00f067aa0ba902b7", run.span_id, 8));
 	snprintf(run.run_id, sizeof run.run_id, "order-42");
 	snprintf(run.workflow, sizeof run.workflow, "orders");
 	run.start_ns = 1700000000000000000;
@@ -211,7 +211,7 @@ static void test_export_request_carries_resource_scope_and_spans(void **state)
 	snprintf(run.status_msg, sizeof run.status_msg, "card declined");
 	otlp_span_init(&step, "step", OTLP_CLIENT);
 	memcpy(step.trace_id, run.trace_id, sizeof step.trace_id);
-	snprintf(step.span_id, sizeof step.span_id, "d35c8cfa7ae52993");
+	assert_true(trace_hex_decode("d35c8cfa7ae52993", step.span_id, 8));
 	memcpy(step.parent_span_id, run.span_id, sizeof step.parent_span_id);
 	step.step = 2;
 	step.attempt = 3;

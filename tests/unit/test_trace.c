@@ -146,21 +146,33 @@ static void test_tracestate_limits(void **state)
 
 static void test_span_ids_are_derived_and_stable(void **state)
 {
-	char a[TRACE_SPAN_HEX + 1], b[TRACE_SPAN_HEX + 1];
+	struct trace_span a, b;
 	(void)state;
 	/* the first 8 bytes of SHA-256("<trace>/<run>/<generation>/<step>/<attempt>"),
 	 * as db/engine's hf_attempt_span computes them */
-	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 3, a);
-	assert_string_equal(a, "d35c8cfa7ae52993");
-	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 3, b);
-	assert_string_equal(a, b);
-	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 4, b);
-	assert_string_not_equal(a, b); /* a retry is another span */
-	trace_callback_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, a);
-	assert_string_equal(a, "fb7ba60b2dfe38af");
-	trace_child_span("00f067aa0ba902b7", "settle", a);
-	assert_string_equal(a, "7892ebfd380df9c6");
-	assert_true(trace_hex_id_valid(a, TRACE_SPAN_HEX));
+	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 3, &a);
+	assert_string_equal(a.hex, "d35c8cfa7ae52993");
+	assert_int_equal(a.raw[0], 0xd3);
+	assert_int_equal(a.raw[7], 0x93);
+	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 3, &b);
+	assert_string_equal(a.hex, b.hex);
+	trace_attempt_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, 4, &b);
+	assert_string_not_equal(a.hex, b.hex); /* a retry is another span */
+	trace_callback_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, 2, &a);
+	assert_string_equal(a.hex, "fb7ba60b2dfe38af");
+	trace_run_span("4bf92f3577b34da6a3ce929d0e0e4736", "order-42", 1, &a);
+	assert_string_equal(a.hex, "9b007c73aa54f81d"); /* hf_run_span */
+	trace_child_span("00f067aa0ba902b7", "settle", &a);
+	assert_string_equal(a.hex, "7892ebfd380df9c6");
+	assert_true(trace_hex_id_valid(a.hex, TRACE_SPAN_HEX));
+	/* a sibling: the bytes XOR 5e771e5e771e5e77, stable, another span */
+	trace_sibling_span(&a, &b);
+	assert_string_equal(b.hex, "26e5f5a34f13a7b1");
+	trace_sibling_span(&b, &a);
+	assert_string_equal(a.hex, "7892ebfd380df9c6");
+	struct trace_span zero = {.raw = {0x5e, 0x77, 0x1e, 0x5e, 0x77, 0x1e, 0x5e, 0x77}};
+	trace_sibling_span(&zero, &b); /* never all zero */
+	assert_string_equal(b.hex, "0000000000000001");
 }
 
 static void test_random_ids_are_valid_and_differ(void **state)
@@ -196,6 +208,17 @@ static void test_format_and_decode(void **state)
 	assert_false(trace_hex_decode("00f067aa0ba902", raw, 8));
 	assert_false(trace_hex_decode("00f067aa0ba902b7ff", raw, 8));
 	assert_false(trace_hex_decode("00f067aa0ba902bZ", raw, 8));
+	char id[TRACE_ID_HEX + 1];
+	assert_true(trace_id_read("4bf92f35-77b3-4da6-a3ce-929d0e0e4736", id));
+	assert_string_equal(id, "4bf92f3577b34da6a3ce929d0e0e4736");
+	assert_true(trace_id_read("4BF92F3577B34DA6A3CE929D0E0E4736", id));
+	assert_string_equal(id, "4bf92f3577b34da6a3ce929d0e0e4736");
+	assert_false(trace_id_read("00000000-0000-0000-0000-000000000000", id));
+	assert_string_equal(id, "");
+	assert_false(trace_id_read("4bf92f35-77b3-4da6-a3ce-929d0e0e47", id));
+	assert_false(trace_id_read("4bf92f35-77b3-4da6-a3ce-929d0e0e473600", id));
+	assert_false(trace_id_read("4bf92f35-77b3-4da6-a3ce-929d0e0e473g", id));
+	assert_false(trace_id_read(NULL, id));
 	assert_false(trace_hex_id_valid("0000000000000000", 16));
 	assert_false(trace_hex_id_valid("00000000000000A0", 16));
 }
