@@ -247,7 +247,7 @@ static enum err_code parse_otlp_endpoint(struct config *c, const char *v, struct
 	if (memchr(p, '@', host_len) != NULL)
 		return err_set(e, ERR_INVALID, "%s: credentials in the URL are not supported",
 			       name);
-	if (p[host_len] == '?' || p[host_len] == '#')
+	if (strpbrk(p, "?#") != NULL)
 		return err_set(e, ERR_INVALID, "%s: no query or fragment (/v1/traces is appended)",
 			       name);
 	c->otlp_endpoint = strdup(v);

@@ -229,6 +229,25 @@ def test_group_members_share_the_requests_trace(api, webhook, sql):
     assert len(rows) == 1 and rows[0][0] != TRACE
 
 
+def test_each_fire_of_a_schedule_starts_a_trace(api, webhook):
+    webhook.route("/steps", StepScript({0: succeed(1)}))
+    api.put_workflow("wf", webhook.url())
+    r = api.put("/v1/schedules/nightly", {"workflow": "wf", "cron": "0 0 1 1 *",
+                                          "overlap": "allow_all"},
+                headers={"traceparent": "00-%s-%s-01" % (TRACE, CALLER_SPAN)})
+    assert r.status == 201, r
+    traces = set()
+    for _ in range(2):
+        t = api.post("/v1/schedules/nightly/trigger")
+        assert t.status == 200 and t.body["outcome"] == "started", t
+        run = api.wait_terminal(t.body["run_id"])
+        assert re.match(r"^[0-9a-f]{32}$", run["trace_id"])
+        (req,) = webhook.requests(path="/steps", run_id=run["run_id"])
+        assert traceparent(req)[0] == run["trace_id"]
+        traces.add(run["trace_id"])
+    assert len(traces) == 2 and TRACE not in traces, "a trace per fire, not the PUT's"
+
+
 @pytest.mark.service_env(HOOKFLOW_LOG_FORMAT="json")
 def test_json_logs_carry_trace_and_span_ids_next_to_the_run(api, webhook, service):
     webhook.route("/steps", StepScript({0: cont(1), 1: succeed(2)}))
@@ -463,6 +482,59 @@ def test_spans_of_hookflow_and_of_an_instrumented_webhook_form_one_trace(
     samples = hf.api.metrics()
     assert samples["hookflow_spans_exported_total"] >= len(hookflow)
     assert samples['hookflow_spans_dropped_total{reason="queue_full"}'] == 0
+
+
+def test_wait_spans_and_a_reruns_run_span(services, collector, webhook):
+    hf = services.start(HOOKFLOW_OTLP_ENDPOINT=collector.url)
+    api = hf.api
+
+    def parent(req):
+        if req.step == 0:
+            return cont({"n": 0}, delay_ms=400)
+        if req.step == 1:
+            return Reply(200, {"outcome": "continue", "payload": None,
+                               "children": [{"key": "a", "workflow": "kid", "input": 1}]})
+        return succeed("done")
+    webhook.route("/steps", parent)
+    webhook.route("/kid", lambda req: succeed(req.field("payload")))
+    api.put_workflow("wf", webhook.url())
+    api.put_workflow("kid", webhook.url("/kid"))
+    run = submit(api, run_id="waits")
+    assert api.wait_terminal("waits")["status"] == "succeeded"
+    r = api.post("/v1/runs/waits/rerun", {"from_step": 2})
+    assert r.status == 201, r
+    assert api.wait_terminal("waits")["status"] == "succeeded"
+    trace = run["trace_id"]
+
+    def spans():
+        got = [s for s in collector.spans() if s["trace_id"] == trace]
+        runs = [s for s in got if s["name"] == "run" and s["attributes"]["hookflow.run_id"] == "waits"]
+        waits = _by(got, name="wait")
+        return got if len(runs) == 2 and len(waits) == 2 else None
+    got = wait_until(spans, timeout=15, interval=0.2, message="the run's spans at the collector")
+    runs = sorted((s for s in got if s["name"] == "run"
+                   and s["attributes"]["hookflow.run_id"] == "waits"),
+                  key=lambda s: s["attributes"]["hookflow.generation"])
+    # a rerun is another run span of the same trace, its id derived per generation
+    assert [s["attributes"]["hookflow.generation"] for s in runs] == [1, 2]
+    assert [s["span_id"] for s in runs] == [derive("%s/waits/%d/run" % (trace, g)) for g in (1, 2)]
+    assert int(runs[1]["start_ns"]) >= int(runs[0]["end_ns"])
+    waits = {s["attributes"]["hookflow.wait"]: s for s in _by(got, name="wait")}
+    assert set(waits) == {"delay", "children"}
+    delay, children = waits["delay"], waits["children"]
+    assert delay["attributes"]["hookflow.step"] == 1 and children["attributes"]["hookflow.step"] == 2
+    assert delay["parent_span_id"] == children["parent_span_id"] == runs[0]["span_id"]
+    # the delay's span lasts the delay: from the settlement of step 0 to when step 1 came due
+    lasted_ms = (int(delay["end_ns"]) - int(delay["start_ns"])) / 1e6
+    assert 390 <= lasted_ms < 5000, lasted_ms
+    steps = [s for s in _by(got, name="step") if s["attributes"]["hookflow.run_id"] == "waits"]
+    (step0,) = [s for s in steps if s["attributes"]["hookflow.step"] == 0]
+    assert int(delay["start_ns"]) >= int(step0["start_ns"])
+    # the child's run span hangs under the parent step's attempt that started it
+    (step1,) = [s for s in steps if s["attributes"]["hookflow.step"] == 1]
+    (kid,) = [s for s in got if s["name"] == "run" and s["attributes"]["hookflow.workflow"] == "kid"]
+    assert kid["parent_span_id"] == step1["span_id"]
+    assert int(children["end_ns"]) >= int(kid["end_ns"]) - 5_000_000  # ms precision
 
 
 def _steps_webhook(webhook):

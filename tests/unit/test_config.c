@@ -1,5 +1,6 @@
-/* Unit tests of config: HOOKFLOW_API_TOKENS with scopes, and the limits of
- * issue 12 (HOOKFLOW_MAX_CONNS_PER_IP, HOOKFLOW_REQUEST_TIMEOUT_MS). */
+/* Unit tests of config: HOOKFLOW_API_TOKENS with scopes, the limits of
+ * issue 12 (HOOKFLOW_MAX_CONNS_PER_IP, HOOKFLOW_REQUEST_TIMEOUT_MS), and the
+ * span export of issue 18 (HOOKFLOW_OTLP_*). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,9 @@ static int setup(void **state)
 	unsetenv("HOOKFLOW_API_TOKENS");
 	unsetenv("HOOKFLOW_MAX_CONNS_PER_IP");
 	unsetenv("HOOKFLOW_REQUEST_TIMEOUT_MS");
+	unsetenv("HOOKFLOW_OTLP_ENDPOINT");
+	unsetenv("HOOKFLOW_OTLP_QUEUE");
+	unsetenv("HOOKFLOW_OTLP_TIMEOUT_MS");
 	return 0;
 }
 
@@ -113,6 +117,49 @@ static void test_connection_limits_default_and_are_validated(void **state)
 	config_cleanup(&c);
 }
 
+static void test_otlp_settings_default_and_are_validated(void **state)
+{
+	(void)state;
+	struct config c;
+	struct err e;
+	assert_int_equal(load(&c, &e), ERR_OK);
+	assert_null(c.otlp_endpoint); /* no export, no span built */
+	assert_int_equal(c.otlp_queue, 8192);
+	assert_int_equal(c.otlp_timeout_ms, 10000);
+	config_cleanup(&c);
+	setenv("HOOKFLOW_OTLP_ENDPOINT", "http://127.0.0.1:4318/", 1);
+	setenv("HOOKFLOW_OTLP_QUEUE", "16", 1);
+	assert_int_equal(load(&c, &e), ERR_OK);
+	assert_string_equal(c.otlp_endpoint, "http://127.0.0.1:4318/");
+	assert_int_equal(c.otlp_queue, 16);
+	config_cleanup(&c);
+	static const char *const bad[] = {
+		"127.0.0.1:4318",                 /* no scheme */
+		"grpc://127.0.0.1:4317",          /* OTLP/HTTP only */
+		"http://",                        /* no host */
+		"http://user:pw@collector:4318",  /* credentials */
+		"http://collector:4318/?x=1",     /* a query */
+		"http://collector:4318/a b",      /* white space */
+		"http://collector:4318/\r\nX: 1", /* control characters */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		setenv("HOOKFLOW_OTLP_ENDPOINT", bad[i], 1);
+		assert_int_equal(load(&c, &e), ERR_INVALID);
+		assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_ENDPOINT"));
+		config_cleanup(&c);
+	}
+	unsetenv("HOOKFLOW_OTLP_ENDPOINT");
+	setenv("HOOKFLOW_OTLP_QUEUE", "15", 1);
+	assert_int_equal(load(&c, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_QUEUE"));
+	config_cleanup(&c);
+	unsetenv("HOOKFLOW_OTLP_QUEUE");
+	setenv("HOOKFLOW_OTLP_TIMEOUT_MS", "99", 1);
+	assert_int_equal(load(&c, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_TIMEOUT_MS"));
+	config_cleanup(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +168,7 @@ int main(void)
 				       setup),
 		cmocka_unit_test_setup(test_a_long_token_is_refused, setup),
 		cmocka_unit_test_setup(test_connection_limits_default_and_are_validated, setup),
+		cmocka_unit_test_setup(test_otlp_settings_default_and_are_validated, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
