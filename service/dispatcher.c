@@ -472,8 +472,9 @@ static void emit_settle_spans(struct settlement *v, size_t n, const bool *refuse
 }
 
 /* Emits the span of the wait that ended before the first attempt of a
- * step: for a signal, for children, or a delay, from the end of the step
- * before (the run's start for step 0) to when the step came due. */
+ * step (a signal, children, a delay), from when it began (run.waited_since:
+ * the settlement that started it, or a submission due later) to when the
+ * step came due. */
 static void emit_wait_span(const struct inflight *f)
 {
 	const struct claimed_job *j = &f->job;
