@@ -124,8 +124,9 @@ asan:
 # the wait_ms and group tests, the stress of tests/integration/test_races.py),
 # the connection pool under contention, and the request deadlines and /metrics
 # snapshot under load (test_http_limits, test_small_leaks), TLS to webhooks (the
-# CA certificates shared by the workers, test_tls). A data race aborts
-# the process (halt_on_error) and fails its test.
+# CA certificates shared by the workers, test_tls), and the span queue that
+# every worker thread feeds and the exporter drains (test_traces). A data race
+# aborts the process (halt_on_error) and fails its test.
 tsan:
 	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=build/tsan SANITIZE=thread \
 	    build/tsan/hookflow build/tsan/tests/test_longpoll
@@ -133,7 +134,7 @@ tsan:
 TSAN_TESTS := test_cancel or test_retries or test_callbacks or test_multi_instance or \
               test_outcomes or test_egress_proxy or test_races or test_wait_ms or test_long_poll or \
               test_http_limits or test_small_leaks or test_delivery_tokens or \
-              test_engine or test_tls
+              test_engine or test_tls or test_traces
 
 tsan-test: tsan
 	@echo "== build/tsan/tests/test_longpoll"

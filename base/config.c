@@ -252,6 +252,44 @@ static enum err_code parse_tls(struct config *c, struct err *e)
 	return ERR_OK;
 }
 
+/* HOOKFLOW_OTLP_ENDPOINT: the base URL of an OTLP/HTTP collector,
+ * "http://host[:port][/path]" or https; spans go to <it>/v1/traces. No
+ * credentials in the URL (the value is logged), no white space or control
+ * characters. */
+static enum err_code parse_otlp_endpoint(struct config *c, const char *v, struct err *e)
+{
+	static const char name[] = "HOOKFLOW_OTLP_ENDPOINT";
+	size_t len = strlen(v);
+	if (len > CONFIG_MAX_OTLP_URL)
+		return err_set(e, ERR_INVALID, "%s: longer than %d bytes", name,
+			       CONFIG_MAX_OTLP_URL);
+	const char *p;
+	if (strncmp(v, "http://", 7) == 0)
+		p = v + 7;
+	else if (strncmp(v, "https://", 8) == 0)
+		p = v + 8;
+	else
+		return err_set(e, ERR_INVALID,
+			       "%s: must be an http:// or https:// URL (the collector's OTLP/HTTP "
+			       "base, e.g. http://127.0.0.1:4318)",
+			       name);
+	for (const char *q = v; *q; q++)
+		if ((unsigned char)*q <= 0x20 || *q == 0x7f)
+			return err_set(e, ERR_INVALID, "%s: white space or control character",
+				       name);
+	size_t host_len = strcspn(p, "/?#");
+	if (host_len == 0)
+		return err_set(e, ERR_INVALID, "%s: the host is missing", name);
+	if (memchr(p, '@', host_len) != NULL)
+		return err_set(e, ERR_INVALID, "%s: credentials in the URL are not supported",
+			       name);
+	if (strpbrk(p, "?#") != NULL)
+		return err_set(e, ERR_INVALID, "%s: no query or fragment (/v1/traces is appended)",
+			       name);
+	c->otlp_endpoint = strdup(v);
+	return c->otlp_endpoint ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
 enum err_code config_load(struct config *c, bool need_db, struct err *e)
 {
 	int64_t n;
@@ -405,6 +443,16 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 	if (parse_tls(c, e))
 		return e->code;
 
+	v = getenv("HOOKFLOW_OTLP_ENDPOINT");
+	if (v != NULL && *v != '\0' && parse_otlp_endpoint(c, v, e))
+		return e->code;
+	if (int_var("HOOKFLOW_OTLP_QUEUE", 8192, 16, 1048576, &n, e))
+		return e->code;
+	c->otlp_queue = (int)n;
+	if (int_var("HOOKFLOW_OTLP_TIMEOUT_MS", 10000, 100, 600000, &n, e))
+		return e->code;
+	c->otlp_timeout_ms = (int)n;
+
 	v = getenv("HOOKFLOW_ENCRYPTION_KEY");
 	if (v != NULL && *v != '\0') {
 		if (crypt_parse_key("HOOKFLOW_ENCRYPTION_KEY", v, c->encryption_key, e))
@@ -485,6 +533,7 @@ void config_cleanup(struct config *c)
 	tlsfiles_free_cas(c->extra_cas);
 	free(c->client_cert);
 	free(c->client_key);
+	free(c->otlp_endpoint);
 	for (int i = 0; i < c->ntokens; i++)
 		free(c->tokens[i]);
 	memset(c, 0, sizeof *c);

@@ -14,6 +14,7 @@ struct stack_st_X509; /* OpenSSL's STACK_OF(X509) (base/tlsfiles.h) */
 #define CONFIG_MAX_TOKENS 64
 #define CONFIG_MAX_PROXY_URL 512
 #define CONFIG_MAX_DATABASE_URL 4096
+#define CONFIG_MAX_OTLP_URL 512
 #define CONFIG_MIN_TOKEN 16
 #define CONFIG_MAX_TOKEN 512
 
@@ -74,7 +75,11 @@ struct config {
 	struct stack_st_X509 *extra_cas; /* its certificates, read at start-up, or NULL */
 	char *client_cert;               /* HOOKFLOW_CLIENT_CERT: PEM certificate, or NULL */
 	char *client_key;                /* HOOKFLOW_CLIENT_KEY: its PEM key (both or neither) */
-	char *test_fault; /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
+	/* Traces (README "Traces"): */
+	char *otlp_endpoint; /* HOOKFLOW_OTLP_ENDPOINT: OTLP/HTTP base URL, or NULL: no export */
+	int otlp_queue;      /* HOOKFLOW_OTLP_QUEUE: finished spans waiting, default 8192 */
+	int otlp_timeout_ms; /* HOOKFLOW_OTLP_TIMEOUT_MS: one export request, default 10000 */
+	char *test_fault;    /* HOOKFLOW_TEST_FAULT: test-only fault injection, or NULL */
 };
 
 /* The key that seals secrets at rest (HOOKFLOW_ENCRYPTION_KEY), or NULL

@@ -39,6 +39,7 @@
 #include "service/http.h"
 #include "service/keyring.h"
 #include "service/listener.h"
+#include "service/otlp.h"
 #include "service/snapshot.h"
 #include "service/submitter.h"
 #include "service/waiters.h"
@@ -198,6 +199,16 @@ static int serve(struct config *cfg)
 	char instance[128];
 	snprintf(instance, sizeof instance, "%s-%d-%s", host, (int)getpid(), rhex);
 
+	/* Spans (README "Traces"): the exporter starts before any thread that
+	 * builds them, and every connection opened from here on reports the
+	 * engine's. */
+	if (otlp_start(cfg, instance, &e)) {
+		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
+		return 1;
+	}
+	if (otlp_enabled())
+		db_set_span_sink(otlp_engine_span);
+
 	struct db_pool *pool = db_pool_new(cfg->database_url, cfg->db_pool);
 	struct dispatcher *d = dispatcher_new(cfg, instance, keyring);
 	struct waiters *ws = waiters_new();
@@ -247,6 +258,7 @@ static int serve(struct config *cfg)
 	submitter_free(sub);
 	db_pool_free(pool);
 	keyring_free(keyring);
+	otlp_stop(); /* what is queued is sent */
 	log_info("main", "stopped", NULL);
 	return 0;
 }

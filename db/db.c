@@ -30,10 +30,45 @@ struct db_conn {
 	char failure[300]; /* why the last connect failed: libpq's text, for the operator */
 	const char *prepared[MAX_PREPARED]; /* names of statements prepared on pg */
 	int nprepared;
+	/* Spans the engine reported in the transaction under way, one JSON
+	 * text a line: handed to the sink once it commits (db_set_span_sink). */
+	struct strbuf spans;
 };
 
 /* Set once at start-up, before any connection exists (db_set_transaction_pooler). */
 static bool behind_transaction_pooler;
+
+static void (*span_sink)(const char *json, size_t len);
+
+#define SPAN_PREFIX "hookflow-span "
+
+void db_set_span_sink(void (*sink)(const char *json, size_t len))
+{
+	span_sink = sink;
+}
+
+/* The transaction that reported the pending spans has committed. */
+static void spans_flush(struct db_conn *c)
+{
+	if (c->spans.len == 0)
+		return;
+	if (span_sink != NULL && !c->spans.oom) {
+		const char *p = c->spans.data, *end = p + c->spans.len;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			span_sink(p, n);
+			p += n + 1;
+		}
+	}
+	strbuf_cleanup(&c->spans);
+}
+
+/* ... or was rolled back. */
+static void spans_discard(struct db_conn *c)
+{
+	strbuf_cleanup(&c->spans);
+}
 
 struct db_pool {
 	pthread_mutex_t mu;
@@ -47,10 +82,22 @@ struct db_pool {
 };
 
 /* PostgreSQL's notices ("relation ... already exists, skipping") go to the
- * debug log instead of stderr. */
-static void on_notice(void *arg, const char *msg)
+ * debug log instead of stderr; the engine's span reports (INFO, always
+ * sent to the client) are kept for the sink until their transaction ends. */
+static void on_notice(void *arg, const PGresult *res)
 {
-	(void)arg;
+	struct db_conn *c = arg;
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	if (msg == NULL)
+		return;
+	if (span_sink != NULL && sev != NULL && strcmp(sev, "INFO") == 0 &&
+	    strncmp(msg, SPAN_PREFIX, sizeof SPAN_PREFIX - 1) == 0) {
+		if (c->spans.len > 0)
+			strbuf_add(&c->spans, "\n", 1);
+		strbuf_puts(&c->spans, msg + sizeof SPAN_PREFIX - 1);
+		return;
+	}
 	char m[200];
 	snprintf(m, sizeof m, "%s", msg);
 	m[strcspn(m, "\n")] = '\0';
@@ -64,6 +111,7 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 		c->pg = NULL;
 	}
 	c->nprepared = 0;
+	spans_discard(c);
 	c->pg = PQconnectdb(c->url);
 	if (PQstatus(c->pg) != CONNECTION_OK) {
 		/* PostgreSQL's own text names the host, port, user and database:
@@ -79,9 +127,12 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 		c->pg = NULL;
 		return err_set(e, ERR_UNAVAILABLE, "database unavailable");
 	}
-	PQsetNoticeProcessor(c->pg, on_notice, NULL);
-	/* Settlement rules compare times in the database; keep sessions in UTC. */
-	PGresult *r = PQexec(c->pg, "SET TIME ZONE 'UTC'");
+	PQsetNoticeReceiver(c->pg, on_notice, c);
+	/* Settlement rules compare times in the database; keep sessions in UTC.
+	 * With a span sink, the engine reports spans on this session. */
+	PGresult *r =
+		PQexec(c->pg, span_sink != NULL ? "SET TIME ZONE 'UTC'; SET hookflow.spans = 'on'"
+						: "SET TIME ZONE 'UTC'");
 	PQclear(r);
 	return ERR_OK;
 }
@@ -168,6 +219,7 @@ void db_conn_free(struct db_conn *c)
 		return;
 	if (c->pg != NULL)
 		PQfinish(c->pg);
+	spans_discard(c);
 	free(c->url);
 	free(c);
 }
@@ -287,8 +339,12 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 			named ? PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0)
 			      : PQexecParams(pg, st->sql, st->nparams, NULL, params, NULL, NULL, 0);
 		ExecStatusType s = PQresultStatus(r);
-		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
+		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
+			if (PQtransactionStatus(pg) == PQTRANS_IDLE)
+				spans_flush(c);
 			return r;
+		}
+		spans_discard(c);
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 		if (own_tx && attempt < DB_TX_ATTEMPTS && is_busy(state)) {
 			log_debug("db", "busy, running the statement again",
@@ -311,10 +367,15 @@ PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e)
 	PGresult *r = PQexec(pg, sql);
 	ExecStatusType s = PQresultStatus(r);
 	if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+		spans_discard(c);
 		map_error(c, r, "sql", e);
 		PQclear(r);
 		return NULL;
 	}
+	if (strcmp(sql, "ROLLBACK") == 0)
+		spans_discard(c);
+	else if (PQtransactionStatus(pg) == PQTRANS_IDLE)
+		spans_flush(c);
 	return r;
 }
 
@@ -352,6 +413,21 @@ enum err_code db_conn_ping(struct db_conn *c, struct err *e)
 		return e->code;
 	PQclear(r);
 	return ERR_OK;
+}
+
+json_t *db_trace_json(const struct trace_parent *t, bool *oom)
+{
+	*oom = false;
+	if (t == NULL || t->trace_id[0] == '\0')
+		return NULL;
+	json_t *o = json_pack("{s:s, s:s}", "trace_id", t->trace_id, "parent_span_id", t->span_id);
+	if (o != NULL && t->tracestate[0] != '\0' &&
+	    json_object_set_new(o, "tracestate", json_string(t->tracestate))) {
+		json_decref(o);
+		o = NULL;
+	}
+	*oom = o == NULL;
+	return o;
 }
 
 json_t *db_json(const PGresult *r, int row, int col)
@@ -605,6 +681,7 @@ void db_pool_release(struct db_pool *p, struct db_conn *c)
 		PGresult *r = PQexec(c->pg, "ROLLBACK");
 		PQclear(r);
 	}
+	spans_discard(c);
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->size; i++) {
 		if (p->conns[i] == c) {

@@ -74,6 +74,16 @@ bool db_tls_failure(const char *msg, char *out, size_t out_len);
  * any connection is opened. Default off. */
 void db_set_transaction_pooler(bool on);
 
+/* Where the spans the engine reports go (README "Traces"): when a sink is
+ * set, every connection opened afterwards asks the engine for them
+ * (hookflow.spans = on; RAISE INFO 'hookflow-span <json>', one JSON object
+ * a line), and sink(json, len) is called with each one's JSON text
+ * (borrowed) on the
+ * thread that ran the statement, once the transaction that reported it has
+ * committed; never for one that was rolled back. Call once at start-up,
+ * before the connections open; NULL: none. */
+void db_set_span_sink(void (*sink)(const char *json, size_t len));
+
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 

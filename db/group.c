@@ -11,8 +11,8 @@
 static const struct db_stmt q_submit = {
 	"group_submit",
 	"SELECT outcome, submitted FROM hf_group_submit($1, $2, $3::bytea, $4::jsonb,"
-	" $5::integer, $6::integer)",
-	6};
+	" $5::integer, $6::integer, $7::jsonb)",
+	7};
 static const struct db_stmt q_counts = {
 	"group_counts",
 	"SELECT g.workflow, hf_ts(g.created_at), g.total,"
@@ -40,21 +40,29 @@ static const struct db_stmt q_forget = {"group_forget", "SELECT hf_group_forget(
 
 enum err_code db_group_submit(struct db_conn *c, const char *group_id, const char *workflow,
 			      const unsigned char manifest[32], const char *members_json,
-			      int priority, int max_attempts, bool *created, int *submitted,
-			      struct err *e)
+			      int priority, int max_attempts, const struct trace_parent *trace,
+			      bool *created, int *submitted, struct err *e)
 {
+	bool oom;
+	json_t *tr = db_trace_json(trace, &oom);
+	char *tr_text = tr != NULL ? json_dumps(tr, JSON_COMPACT) : NULL;
+	json_decref(tr);
+	if (oom || (tr != NULL && tr_text == NULL))
+		return err_set(e, ERR_INTERNAL, "out of memory");
 	char hash[2 + 64 + 1] = "\\x";
 	ids_hex(manifest, 32, hash + 2);
 	char prio[16], att[16];
 	snprintf(prio, sizeof prio, "%d", priority);
 	snprintf(att, sizeof att, "%d", max_attempts);
-	const char *p[6] = {group_id,
+	const char *p[7] = {group_id,
 			    workflow,
 			    hash,
 			    members_json,
 			    priority >= 0 ? prio : NULL,
-			    max_attempts >= 0 ? att : NULL};
+			    max_attempts >= 0 ? att : NULL,
+			    tr_text};
 	PGresult *r = db_exec(c, &q_submit, p, e);
+	free(tr_text);
 	if (r == NULL)
 		return e->code;
 	char outcome[32];

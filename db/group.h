@@ -6,16 +6,18 @@
 #include <stdbool.h>
 
 #include "base/err.h"
+#include "base/trace.h"
 #include "db/db.h"
 
 /* Submits group `group_id`: `members_json` is the JSON array hf_group_submit
  * takes; `manifest` the SHA-256 of the canonical member list. *created tells
  * first submission from re-submission; *submitted how many members started.
- * Errors: ERR_NOT_FOUND (workflow), ERR_GROUP_MISMATCH. */
+ * The members it starts join the caller's trace `trace` (borrowed), or a new
+ * trace for the request when NULL (README "Traces"). Errors: ERR_NOT_FOUND (workflow), ERR_GROUP_MISMATCH. */
 enum err_code db_group_submit(struct db_conn *c, const char *group_id, const char *workflow,
 			      const unsigned char manifest[32], const char *members_json,
-			      int priority, int max_attempts, bool *created, int *submitted,
-			      struct err *e);
+			      int priority, int max_attempts, const struct trace_parent *trace,
+			      bool *created, int *submitted, struct err *e);
 
 /* Group `group_id`: *head is its JSON object without the members (new
  * reference: group_id, workflow, created_at, total and the counts by status),

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 #include <stdint.h>
 
+#include "base/trace.h"
 #include "db/db.h"
 
 /* A named statement: prepared once per connection on first use (sent unnamed,
@@ -33,6 +34,12 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 /* Executes plain SQL without parameters (migrations, BEGIN/COMMIT). Same
  * result contract as db_exec. */
 PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e);
+
+/* The engine's trace argument for a caller's trace context `t` (README
+ * "Traces"): {"trace_id", "parent_span_id", "tracestate"?}, a new
+ * reference; NULL when `t` is NULL or empty (the engine starts a trace) or
+ * out of memory (*oom set). */
+json_t *db_trace_json(const struct trace_parent *t, bool *oom);
 
 /* Parses the text of column `col` of row `row` as JSON: a new reference, or
  * JSON null for SQL NULL, or NULL when the text is not JSON. */

@@ -103,6 +103,7 @@ void settlement_cleanup(struct settlement *s)
 	json_decref(s->kv_put);
 	json_decref(s->kv_delete);
 	json_decref(s->replay_outcome);
+	free(s->span);
 	memset(s, 0, sizeof *s);
 }
 
@@ -300,7 +301,19 @@ static void read_lane(const PGresult *r, int row, int col, struct claim_lane *l)
 	db_claimed_job_cleanup(&j);
 }
 
-enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
+/* Marks in refused[] the item of `v` that lost row `row` names. */
+static void mark_refused(const PGresult *r, int row, const struct settlement *v, size_t n,
+			 bool *refused)
+{
+	enum job_kind kind =
+		strcmp(PQgetvalue(r, row, 1), "lost_step") == 0 ? JOB_STEP : JOB_CALLBACK;
+	const char *id = PQgetvalue(r, row, 2);
+	for (size_t i = 0; refused != NULL && i < n; i++)
+		if (v[i].kind == kind && v[i].id != NULL && strcmp(v[i].id, id) == 0)
+			refused[i] = true;
+}
+
+enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n, bool *refused,
 			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
 			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
 			    struct err *e)
@@ -337,9 +350,10 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	}
 	int k = 0;
 	for (int i = 0; i < rows; i++) {
-		if (strncmp(PQgetvalue(r, i, 1), "lost_", 5) == 0)
+		if (strncmp(PQgetvalue(r, i, 1), "lost_", 5) == 0) {
 			(*lost)++;
-		else if (strcmp(PQgetvalue(r, i, 1), "lane") == 0)
+			mark_refused(r, i, v, n, refused);
+		} else if (strcmp(PQgetvalue(r, i, 1), "lane") == 0)
 			read_lane(r, i, 1, lane);
 		else
 			read_job(r, i, 1, &a[k++]);

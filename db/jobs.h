@@ -57,7 +57,15 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 	/* JSON: what the last unfinished attempt of this step reported, or NULL */          \
 	X(last_heartbeat, STR)                                                               \
 	X(max_pending_ms, I64) /* steps: the workflow's cap on a pending step */             \
-	X(children, STR)       /* JSON: the children a wait for them ended with, or NULL */
+	X(children, STR)       /* JSON: the children a wait for them ended with, or NULL */  \
+	/* the run's trace (README "Traces"), a uuid's text: NULL for a run that  \
+	 * ended before 0010 */          \
+	X(trace_id, STR)                                                                     \
+	X(tracestate, STR) /* the caller's W3C tracestate, or NULL */                        \
+	/* first attempt of a step, on a connection that exports spans: when the wait   \
+	 * before it began and when the step came due (epoch ms; 0: not known) */    \
+	X(wait_from_ms, I64)                                                                 \
+	X(due_ms, I64)
 
 #define JOB_CTYPE_KIND enum job_kind
 #define JOB_CTYPE_STR char *
@@ -117,6 +125,7 @@ struct settlement {
 	json_t *kv_put;               /* kv effects of an outcome ({key: value}), or NULL */
 	json_t *kv_delete;            /* ([key, ...]), or NULL */
 	json_t *replay_outcome;       /* a step's validated outcome to keep for replay, or NULL */
+	void *span; /* the dispatcher's settle span (malloc'd, freed with the settlement), or NULL */
 };
 
 /* Frees what `s` owns and zeroes it. */
@@ -159,7 +168,9 @@ struct claim_lane {
 void claim_lane_cleanup(struct claim_lane *l);
 
 /* One dispatcher cycle in one transaction (hf_cycle): settles `n` ended
- * calls `v` (borrowed; either kind, n may be 0), then claims up to `limit`
+ * calls `v` (borrowed; either kind, n may be 0; refused[i], when `refused`
+ * is not NULL, is set to whether v[i] was refused because its claim was
+ * lost), then claims up to `limit`
  * jobs (0: none) for `owner` with a lease of `lease_ms`, taking the lanes in
  * turn after `*lane`, which receives where this claim stopped (unchanged when
  * it took no step), and starting at most what `room` (borrowed JSON text
@@ -169,7 +180,7 @@ void claim_lane_cleanup(struct claim_lane *l);
  * array); *lost receives how many settlements were refused because their
  * claim had been lost (someone else owns the job now). On failure nothing
  * was settled or claimed. */
-enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n,
+enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n, bool *refused,
 			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
 			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
 			    struct err *e);

@@ -134,6 +134,12 @@ char *db_run_submit_item(const struct run_submit *s)
 		json_object_set(it, "kv", kv);
 	if (s->concurrency_key != NULL)
 		json_object_set_new(it, "concurrency_key", json_string(s->concurrency_key));
+	bool oom;
+	json_t *tr = db_trace_json(s->trace, &oom);
+	if (oom)
+		goto out;
+	if (tr != NULL)
+		json_object_set_new(it, "trace", tr);
 	text = json_dumps(it, JSON_COMPACT);
 out:
 	json_decref(input);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/trace.h"
 #include "db/db.h"
 
 /* A validated submission; every pointer borrowed. */
@@ -25,6 +26,7 @@ struct run_submit {
 	const char *concurrency_key; /* the flow-control key (ids_check_concurrency_key), or NULL */
 	const char *group_id;        /* NULL unless a group member */
 	const char *group_key;
+	const struct trace_parent *trace; /* the caller's valid traceparent, or NULL: a new trace */
 };
 
 /* RUN_SKIPPED: key_mode skip, the key has an active run (run_json is it). */

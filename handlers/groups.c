@@ -186,11 +186,13 @@ void handle_group_put(struct http_req *r)
 	struct db_page_req first = hc_first_page(r, HC_PAGE_LIMIT);
 	bool created = false, done;
 	int submitted = 0;
+	struct trace_parent tp;
 	if (ids_check_run_id("group_id", group_id, strlen(group_id), &e) ||
 	    http_req_json(r, &body, &e) || groups_parse_put(group_id, body, &gp, &e) ||
 	    hc_db(r, &c, &e) ||
 	    db_group_submit(c, group_id, gp.workflow, gp.manifest, gp.members_text, gp.priority,
-			    gp.max_attempts, &created, &submitted, &e) ||
+			    gp.max_attempts, http_req_trace(r, &tp) ? &tp : NULL, &created,
+			    &submitted, &e) ||
 	    db_group_get(c, group_id, &first, &g, &members, &done, &e))
 		goto out;
 	json_object_set_new(g, "submitted", json_integer(submitted));

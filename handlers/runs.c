@@ -147,12 +147,17 @@ void handle_run_submit(struct http_req *r)
 		json_t *body = NULL;
 		struct run_submit s = {0};
 		struct run_submit_buf buf = {0};
+		struct trace_parent tp;
 		char *item = NULL;
 		if (http_req_json(r, &body, &e) == ERR_OK &&
 		    runs_parse_submit(body, &http_req_app(r)->cfg->egress, &s, &buf, &e) ==
-			    ERR_OK &&
-		    (item = db_run_submit_item(&s)) == NULL)
-			err_set(&e, ERR_INTERNAL, "out of memory");
+			    ERR_OK) {
+			/* The caller's trace, when its traceparent is valid; else the
+			 * run starts one (README "Traces"). */
+			s.trace = http_req_trace(r, &tp) ? &tp : NULL;
+			if ((item = db_run_submit_item(&s)) == NULL)
+				err_set(&e, ERR_INTERNAL, "out of memory");
+		}
 		runs_submit_buf_cleanup(&buf);
 		json_decref(body);
 		void *token = e.code ? NULL : http_async_arm(r);

@@ -48,17 +48,20 @@ if [[ "$(id -u)" -eq 0 ]]; then
 fi
 
 # Some tests verify signatures with the Standard Webhooks project's own
-# library (npm standardwebhooks, tests/integration/node): install the pinned
-# versions of its package-lock.json when they are missing or the lock changed.
-node_dir="$root/tests/integration/node"
+# library (npm standardwebhooks, tests/integration/node), and the trace tests
+# decode OTLP with the OpenTelemetry project's definitions and instrument the
+# example webhook with its Node SDK (tests/otel): install the pinned versions
+# of each package-lock.json when they are missing or the lock changed.
 command -v node >/dev/null || die "node is not installed (Node 20 or later; scripts/deps.sh)"
 command -v npm >/dev/null || die "npm is not installed (scripts/deps.sh)"
-if [[ ! -f "$node_dir/node_modules/.package-lock.json" ||
-	"$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
-	echo "integration.sh: npm ci in tests/integration/node" >&2
-	(cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
-		die "npm ci failed in $node_dir"
-fi
+for node_dir in "$root/tests/integration/node" "$root/tests/otel"; do
+	if [[ ! -f "$node_dir/node_modules/.package-lock.json" ||
+		"$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]]; then
+		echo "integration.sh: npm ci in ${node_dir#"$root"/}" >&2
+		(cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+			die "npm ci failed in $node_dir"
+	fi
+done
 
 extra=()
 if [[ -n "${HOOKFLOW_TEST_ARGS:-}" ]]; then

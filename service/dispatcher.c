@@ -42,10 +42,12 @@
 #include "base/sig.h"
 #include "base/strbuf.h"
 #include "base/timefmt.h"
+#include "base/trace.h"
 #include "db/jobs.h"
 #include "service/endpoints.h"
 #include "service/keyring.h"
 #include "service/metrics.h"
+#include "service/otlp.h"
 #include "service/stepreq.h"
 #include "service/verdict.h"
 #include "service/webhook.h"
@@ -66,7 +68,21 @@ struct inflight {
 	/* The endpoint allowance the call counts in (NULL: none), and its token. */
 	struct endpoints *eps;
 	uint64_t ep_token;
+	/* The attempt's span (README "Traces"): the run's trace ("" when it has
+	 * none), the span id, the traceparent the call carries, the run's span
+	 * (only when spans are exported), when the call started (unix ns; 0
+	 * unless spans are exported). */
+	char trace_id[TRACE_ID_HEX + 1];
+	uint8_t trace_raw[16];
+	struct trace_span span;
+	char traceparent[TRACE_PARENT_LEN + 1];
+	struct trace_span run_span;
+	int64_t start_ns;
 };
+
+/* The trace fields of a job's log lines. */
+#define TRACE_KV "trace_id=%s span_id=%s"
+#define TRACE_OF(f) (f)->trace_id, (f)->span.hex
 
 /* A renewal's answer, for the I/O thread: the claims still held. */
 struct renewal {
@@ -275,6 +291,175 @@ static void callback_settlement(const struct inflight *f, const struct verdict *
 	metrics_callback_result(v->kind == VERDICT_TRANSIENT ? MR_TRANSIENT : MR_PERMANENT);
 }
 
+/* ---- spans (README "Traces") ------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The attempt's span id and traceparent, when its run has a trace: a step
+ * attempt's derived from (trace, run, generation, step, attempt), a
+ * callback delivery's from (trace, run, generation, attempt), so a
+ * redelivery of the same attempt carries the same ones; with spans
+ * exported, the run's span too (their parent), derived from (trace, run,
+ * generation). */
+static void trace_attempt(struct inflight *f)
+{
+	const struct claimed_job *j = &f->job;
+	if (!trace_id_read(j->trace_id, f->trace_id))
+		return;
+	if (j->kind == JOB_STEP)
+		trace_attempt_span(f->trace_id, j->run_id, j->generation, j->step, j->attempt,
+				   &f->span);
+	else
+		trace_callback_span(f->trace_id, j->run_id, j->generation, j->attempt, &f->span);
+	trace_format_parent(f->trace_id, f->span.hex, f->traceparent);
+	if (otlp_enabled()) {
+		trace_hex_decode(f->trace_id, f->trace_raw, sizeof f->trace_raw);
+		trace_run_span(f->trace_id, j->run_id, j->generation, &f->run_span);
+	}
+}
+
+/* A span of the job of `f` (trace and parent: its run's), its attributes
+ * set. */
+static void job_span(const struct inflight *f, const char *name, enum otlp_kind kind,
+		     struct otlp_span *s)
+{
+	const struct claimed_job *j = &f->job;
+	otlp_span_init(s, name, kind);
+	memcpy(s->trace_id, f->trace_raw, sizeof s->trace_id);
+	memcpy(s->parent_span_id, f->run_span.raw, sizeof s->parent_span_id);
+	otlp_set(s->run_id, sizeof s->run_id, j->run_id);
+	otlp_set(s->workflow, sizeof s->workflow, j->workflow);
+	s->generation = j->generation;
+	if (j->kind == JOB_STEP)
+		s->step = j->step;
+	s->attempt = j->attempt;
+}
+
+/* error.type of a call that did not end well: a low-cardinality class. */
+static const char *error_type(const struct inflight *f, const struct call_result *r,
+			      const struct verdict *v, char buf[16])
+{
+	if (f->cancel_abort)
+		return "cancelled";
+	if (v->kind == VERDICT_OK)
+		return "";
+	if (r == NULL)
+		return "not_started";
+	if (r->refused != NULL)
+		return "egress_refused";
+	if (r->timed_out)
+		return "timeout";
+	if (r->too_large)
+		return "response_too_large";
+	if (r->transport_error)
+		return "transport";
+	if (r->status >= 200 && r->status < 300)
+		return "invalid_response";
+	snprintf(buf, 16, "%ld", r->status);
+	return buf;
+}
+
+/* Emits the span of the call of `f` (`r` NULL: it never started), which
+ * ended with verdict `v` and settlement `st`, and gives `st` the span of its
+ * settlement, emitted once that commits (emit_settle_spans). */
+static void emit_call_span(const struct inflight *f, const struct call_result *r,
+			   const struct verdict *v, long http_status, struct settlement *st)
+{
+	if (!otlp_enabled() || f->trace_id[0] == '\0')
+		return;
+	const struct claimed_job *j = &f->job;
+	struct otlp_span s;
+	job_span(f, j->kind == JOB_STEP ? "step" : "callback", OTLP_CLIENT, &s);
+	memcpy(s.span_id, f->span.raw, sizeof s.span_id);
+	s.end_ns = now_ns();
+	s.start_ns = f->start_ns > 0 ? f->start_ns : s.end_ns;
+	otlp_set(s.outcome, sizeof s.outcome,
+		 f->cancel_abort ? "cancelled" : db_settle_result_name(st->result));
+	s.http_status = (int)http_status;
+	char buf[16];
+	otlp_set(s.error_type, sizeof s.error_type, error_type(f, r, v, buf));
+	if (v->kind != VERDICT_OK && !f->cancel_abort) {
+		s.status = OTLP_ERROR;
+		otlp_set(s.status_msg, sizeof s.status_msg, v->error);
+	}
+	otlp_emit(&s);
+
+	struct otlp_span *settle = malloc(sizeof *settle);
+	if (settle == NULL)
+		return;
+	job_span(f, "settle", OTLP_INTERNAL, settle);
+	memcpy(settle->parent_span_id, f->span.raw, sizeof settle->parent_span_id);
+	struct trace_span sib;
+	trace_sibling_span(&f->span, &sib);
+	memcpy(settle->span_id, sib.raw, sizeof settle->span_id);
+	memcpy(settle->outcome, s.outcome, sizeof settle->outcome);
+	st->span = settle;
+}
+
+/* Emits the settle spans of the settlements v[0..n) that carry one, which
+ * committed between start_ns and end_ns; refused[i] (may be NULL): v[i]'s
+ * claim was lost, so it settled nothing. */
+static void emit_settle_spans(struct settlement *v, size_t n, const bool *refused, int64_t start_ns,
+			      int64_t end_ns)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct otlp_span *s = v[i].span;
+		if (s == NULL)
+			continue;
+		s->start_ns = start_ns;
+		s->end_ns = end_ns;
+		if (refused != NULL && refused[i]) {
+			otlp_set(s->outcome, sizeof s->outcome, "claim_lost");
+			otlp_set(s->error_type, sizeof s->error_type, "claim_lost");
+			s->status = OTLP_ERROR;
+			snprintf(s->status_msg, sizeof s->status_msg,
+				 "settlement refused: the claim was lost");
+		}
+		otlp_emit(s);
+	}
+}
+
+/* Emits the span of the wait that ended before the first attempt of a
+ * step (a signal, children, a delay), from when it began (run.waited_since:
+ * the settlement that started it, or a submission due later) to when the
+ * step came due. */
+static void emit_wait_span(const struct inflight *f)
+{
+	const struct claimed_job *j = &f->job;
+	if (!otlp_enabled() || j->kind != JOB_STEP || j->wait_from_ms <= 0 || j->due_ms <= 0 ||
+	    j->due_ms < j->wait_from_ms || f->trace_id[0] == '\0')
+		return;
+	const char *kind = j->signal != NULL             ? "signal"
+			   : j->children != NULL         ? "children"
+			   : j->due_ms > j->wait_from_ms ? "delay"
+							 : NULL;
+	if (kind == NULL)
+		return;
+	struct otlp_span s;
+	job_span(f, "wait", OTLP_INTERNAL, &s);
+	s.attempt = -1;
+	char what[32];
+	snprintf(what, sizeof what, "wait/%d", j->step);
+	struct trace_span w;
+	trace_child_span(f->run_span.hex, what, &w);
+	memcpy(s.span_id, w.raw, sizeof s.span_id);
+	s.start_ns = j->wait_from_ms * 1000000;
+	s.end_ns = j->due_ms * 1000000;
+	otlp_set(s.wait_kind, sizeof s.wait_kind, kind);
+	if (j->signal != NULL) {
+		json_t *sig = json_loads(j->signal, 0, NULL);
+		const char *st = json_string_value(json_object_get(sig, "status"));
+		otlp_set(s.signal_state, sizeof s.signal_state, st);
+		json_decref(sig);
+	}
+	otlp_emit(&s);
+}
+
 /* ---- the I/O thread ----------------------------------------------------- */
 
 static void unlink_inflight(struct worker *w, struct inflight *f)
@@ -343,8 +528,8 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	if (f->lost || f->shutdown) {
 		log_info("dispatcher",
 			 f->lost ? "call abandoned: claim lost" : "call interrupted by shutdown",
-			 "run_id=%s job_id=%s step=%d attempt=%d", f->job.run_id, f->job.id,
-			 f->job.step, f->job.attempt);
+			 "run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV, f->job.run_id,
+			 f->job.id, f->job.step, f->job.attempt, TRACE_OF(f));
 		webhook_call_free(call);
 		free_inflight(f);
 		return;
@@ -368,12 +553,14 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	} else {
 		callback_settlement(f, &v, status, &st);
 	}
+	emit_call_span(f, &r, &v, status, &st);
 	enum settle_result res = st.result;
 	log_debug("dispatcher", "call done",
 		  "kind=%s run_id=%s job_id=%s step=%d attempt=%d http_status=%ld duration_ms=%lld "
-		  "result=%s",
+		  "result=%s " TRACE_KV,
 		  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id, f->job.id,
-		  f->job.step, f->job.attempt, status, (long long)ms, db_settle_result_name(res));
+		  f->job.step, f->job.attempt, status, (long long)ms, db_settle_result_name(res),
+		  TRACE_OF(f));
 	settlements_push(done, &st);
 	verdict_cleanup(&v);
 	webhook_call_free(call);
@@ -401,7 +588,11 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 		.secret_previous = j->secret_previous,
 		.timeout_ms = j->timeout_ms,
 		.user = f,
+		.traceparent = f->traceparent[0] ? f->traceparent : NULL,
+		.tracestate = j->tracestate,
 	};
+	if (otlp_enabled())
+		f->start_ns = now_ns();
 	struct err e = {0};
 	f->next = w->head;
 	if (w->head)
@@ -419,6 +610,7 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 			step_settlement(w, f, &v, 0, &st);
 		else
 			callback_settlement(f, &v, 0, &st);
+		emit_call_span(f, NULL, &v, 0, &st);
 		settlements_push(done, &st);
 		free_inflight(f);
 	} else if (j->kind == JOB_STEP) {
@@ -447,8 +639,9 @@ static void apply_renewal(struct worker *w, const struct renewal *rn)
 		json_t *c = json_object_get(rn->held, key);
 		if (c == NULL) {
 			f->lost = true;
-			log_warn("dispatcher", "claim lost, aborting call", "run_id=%s job_id=%s",
-				 f->job.run_id, f->job.id);
+			log_warn("dispatcher", "claim lost, aborting call",
+				 "run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV, f->job.run_id,
+				 f->job.id, f->job.step, f->job.attempt, TRACE_OF(f));
 			abort_call(w, f);
 		} else if (json_is_true(c) && f->job.kind == JOB_STEP && !f->cancel_abort) {
 			f->cancel_abort = true;
@@ -499,9 +692,9 @@ static void *io_main(void *arg)
 				continue;
 			}
 			log_debug("dispatcher", "claimed",
-				  "kind=%s run_id=%s job_id=%s step=%d attempt=%d",
+				  "kind=%s run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV,
 				  f->job.kind == JOB_STEP ? "step" : "callback", f->job.run_id,
-				  f->job.id, f->job.step, f->job.attempt);
+				  f->job.id, f->job.step, f->job.attempt, TRACE_OF(f));
 			start_call(w, f, &done);
 		}
 		while (rn != NULL) {
@@ -517,8 +710,9 @@ static void *io_main(void *arg)
 				    strcmp(f->job.run_id, cancels[i]) == 0) {
 					f->cancel_abort = true;
 					log_info("dispatcher", "aborting call: run cancelled",
-						 "run_id=%s job_id=%s step=%d", f->job.run_id,
-						 f->job.id, f->job.step);
+						 "run_id=%s job_id=%s step=%d attempt=%d " TRACE_KV,
+						 f->job.run_id, f->job.id, f->job.step,
+						 f->job.attempt, TRACE_OF(f));
 					abort_call(w, f);
 				}
 			}
@@ -617,10 +811,15 @@ static int settle_one_by_one(struct worker *w)
 	for (size_t i = 0; i < w->work.n; i++) {
 		struct err e = {0};
 		int l = 0;
-		if (db_jobs_settle(w->db, &w->work.v[i], 1, &l, &e))
+		int64_t t0 = w->work.v[i].span != NULL ? now_ns() : 0;
+		if (db_jobs_settle(w->db, &w->work.v[i], 1, &l, &e)) {
 			log_error("dispatcher",
 				  "settlement dropped; the job will be delivered again",
 				  "worker=%d id=%s error=\"%s\"", w->index, w->work.v[i].id, e.msg);
+		} else if (t0 > 0) {
+			bool refused = l > 0;
+			emit_settle_spans(&w->work.v[i], 1, &refused, t0, now_ns());
+		}
 		lost += l;
 	}
 	return lost;
@@ -695,8 +894,8 @@ static bool replay(struct worker *w, struct inflight *f)
 		json_integer_set(wait_to, t > age ? t - age : 0);
 	}
 	log_info("dispatcher", "replaying stored step outcome",
-		 "run_id=%s job_id=%s step=%d age_ms=%lld", f->job.run_id, f->job.id, f->job.step,
-		 (long long)age);
+		 "run_id=%s job_id=%s step=%d attempt=%d age_ms=%lld " TRACE_KV, f->job.run_id,
+		 f->job.id, f->job.step, f->job.attempt, (long long)age, TRACE_OF(f));
 	struct settlement st;
 	step_settlement(w, f, &v, 0, &st);
 	settlements_push(&w->work, &st);
@@ -750,6 +949,8 @@ static void dispatch(struct worker *w, struct claimed_job *jobs, int n)
 		}
 		f->job = jobs[i];
 		f->claim_seq = ++w->claims;
+		trace_attempt(f);
+		emit_wait_span(f);
 		if (f->job.kind == JOB_STEP && f->job.replayed != NULL &&
 		    !f->job.cancel_requested && replay(w, f)) {
 			free_inflight(f);
@@ -894,10 +1095,17 @@ static bool cycle(struct worker *w, int room)
 	int n = 0, lost = 0;
 	size_t nsettle = settling ? w->work.n : 0;
 	char *rooms = want > 0 ? endpoint_rooms(w) : NULL;
+	/* With spans exported, the settlements' settle spans cover this
+	 * transaction and say which ones were refused. */
+	bool *refused = nsettle > 0 && otlp_enabled() ? calloc(nsettle, sizeof *refused) : NULL;
+	int64_t t0 = refused != NULL ? now_ns() : 0;
 	enum err_code rc =
-		db_jobs_cycle(w->db, w->work.v, nsettle, w->owner, want, w->d->cfg->lease_ms,
-			      &w->lane, rooms, &jobs, &n, &lost, &e);
+		db_jobs_cycle(w->db, w->work.v, nsettle, refused, w->owner, want,
+			      w->d->cfg->lease_ms, &w->lane, rooms, &jobs, &n, &lost, &e);
 	free(rooms);
+	if (rc == ERR_OK && refused != NULL)
+		emit_settle_spans(w->work.v, nsettle, refused, t0, now_ns());
+	free(refused);
 	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
 			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);

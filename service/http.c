@@ -565,6 +565,51 @@ const char *http_req_query(const struct http_req *r, const char *name)
 	return v;
 }
 
+/* Gathers the traceparent and tracestate headers of a request. */
+struct trace_headers {
+	const char *parent;
+	int nparents;
+	char state[TRACE_HEADER_MAX + 1];
+	size_t state_len;
+	bool state_too_long;
+};
+
+static enum MHD_Result on_trace_header(void *arg, enum MHD_ValueKind kind, const char *key,
+				       const char *value)
+{
+	struct trace_headers *t = arg;
+	(void)kind;
+	if (value == NULL)
+		return MHD_YES;
+	if (strcasecmp(key, "traceparent") == 0) {
+		t->parent = value;
+		t->nparents++;
+	} else if (strcasecmp(key, "tracestate") == 0) {
+		size_t n = strlen(value);
+		size_t need = t->state_len + (t->state_len > 0 ? 1 : 0) + n;
+		if (need > TRACE_HEADER_MAX) {
+			t->state_too_long = true;
+		} else {
+			if (t->state_len > 0)
+				t->state[t->state_len++] = ',';
+			memcpy(t->state + t->state_len, value, n);
+			t->state_len += n;
+			t->state[t->state_len] = '\0';
+		}
+	}
+	return MHD_YES;
+}
+
+bool http_req_trace(const struct http_req *r, struct trace_parent *out)
+{
+	struct trace_headers t = {0};
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, on_trace_header, &t);
+	/* Two traceparent headers are no valid trace context (W3C), and a
+	 * tracestate too long to keep is dropped whole. */
+	return trace_parent_parse(t.nparents == 1 ? t.parent : NULL,
+				  t.state_len > 0 && !t.state_too_long ? t.state : NULL, out);
+}
+
 const char *http_req_body(const struct http_req *r, size_t *len)
 {
 	if (len)

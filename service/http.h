@@ -16,6 +16,7 @@
 #include "base/config.h"
 #include "base/err.h"
 #include "base/token.h"
+#include "base/trace.h"
 
 struct db_pool;
 struct dispatcher;
@@ -109,6 +110,13 @@ const char *http_req_id(const struct http_req *r);
  * called with the token of a step request) rather than an API token; fills
  * *claims (may be NULL) with what the token binds. */
 bool http_req_delivery_token(const struct http_req *r, struct token_claims *claims);
+
+/* The caller's W3C trace context (README "Traces"): its traceparent header
+ * (exactly one) and its tracestate headers (joined with ","), validated by
+ * trace_parent_parse. True with *out filled when the traceparent is valid;
+ * false with *out empty when there is none or it is not valid (the request
+ * then starts a trace of its own: never an error). */
+bool http_req_trace(const struct http_req *r, struct trace_parent *out);
 
 /* Parses the body as a JSON object (new reference in *out). ERR_INVALID
  * "body: ..." when it is not one. */

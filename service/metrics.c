@@ -14,6 +14,8 @@ static atomic_llong inflight;
 static atomic_llong leases_expired;
 static atomic_llong schedule_counts[3]; /* fires, skips, misses */
 static atomic_llong claims_lost;
+static atomic_llong spans_exported;
+static atomic_llong spans_dropped[2]; /* enum metrics_span_drop */
 
 static const int64_t buckets_ms[] = {5,    10,   25,   50,    100,   250,  500,
 				     1000, 2500, 5000, 10000, 30000, 60000};
@@ -93,6 +95,16 @@ void metrics_webhook_latency(int64_t ms)
 	atomic_fetch_add(&latency_sum_ms, ms);
 }
 
+void metrics_spans_exported(int64_t n)
+{
+	atomic_fetch_add(&spans_exported, n);
+}
+
+void metrics_spans_dropped(enum metrics_span_drop why, int64_t n)
+{
+	atomic_fetch_add(&spans_dropped[why], n);
+}
+
 void metrics_render(struct strbuf *b)
 {
 	strbuf_puts(b, "# HELP hookflow_steps_dispatched_total Step calls started.\n"
@@ -141,6 +153,17 @@ void metrics_render(struct strbuf *b)
 		       "was lost.\n"
 		       "# TYPE hookflow_claims_lost_total counter\n");
 	strbuf_printf(b, "hookflow_claims_lost_total %lld\n", atomic_load(&claims_lost));
+	strbuf_puts(b, "# HELP hookflow_spans_exported_total Spans the OTLP collector took "
+		       "(HOOKFLOW_OTLP_ENDPOINT).\n"
+		       "# TYPE hookflow_spans_exported_total counter\n");
+	strbuf_printf(b, "hookflow_spans_exported_total %lld\n", atomic_load(&spans_exported));
+	strbuf_puts(b, "# HELP hookflow_spans_dropped_total Spans not exported: the queue was "
+		       "full, or the collector did not take them.\n"
+		       "# TYPE hookflow_spans_dropped_total counter\n");
+	strbuf_printf(b, "hookflow_spans_dropped_total{reason=\"queue_full\"} %lld\n",
+		      atomic_load(&spans_dropped[METRICS_SPAN_QUEUE_FULL]));
+	strbuf_printf(b, "hookflow_spans_dropped_total{reason=\"export_failed\"} %lld\n",
+		      atomic_load(&spans_dropped[METRICS_SPAN_EXPORT_FAILED]));
 	static const char *const sched[3][2] = {
 		{"fires", "Schedule fire times that started a run, fired by this instance."},
 		{"skips", "Schedule fire times skipped by the overlap policy, by this instance."},

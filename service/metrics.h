@@ -34,6 +34,12 @@ void metrics_leases_expired(int n);
 void metrics_schedules(int fired, int skipped, int missed);
 void metrics_claims_lost(int n);
 
+/* Why spans were dropped (service/otlp.c). */
+enum metrics_span_drop { METRICS_SPAN_QUEUE_FULL, METRICS_SPAN_EXPORT_FAILED };
+/* Counts spans the collector took, and spans dropped. */
+void metrics_spans_exported(int64_t n);
+void metrics_spans_dropped(enum metrics_span_drop why, int64_t n);
+
 /* Appends the process metrics to `b` in Prometheus text format. */
 void metrics_render(struct strbuf *b);
 

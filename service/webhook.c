@@ -56,6 +56,7 @@
 #include "base/log.h"
 #include "base/sig.h"
 #include "base/timefmt.h"
+#include "base/trace.h"
 #include "service/resolver.h"
 
 struct shard;
@@ -865,8 +866,10 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 	}
 
 	char id[256], stamp[64], sig[SIG_HEADER_MAX + 32];
+	char tp[TRACE_HEADER_MAX + 16], tstate[TRACE_HEADER_MAX + 16];
 	int64_t ts = timefmt_now_ms() / 1000;
-	const char *lines[5] = {"Content-Type: application/json", "Expect:", id, stamp, sig};
+	const char *lines[7] = {"Content-Type: application/json", "Expect:", id, stamp, sig};
+	int nlines = req->secret != NULL ? 5 : 4;
 	snprintf(id, sizeof id, "webhook-id: %s", req->msg_id);
 	snprintf(stamp, sizeof stamp, "webhook-timestamp: %lld", (long long)ts);
 	if (req->secret != NULL) {
@@ -878,7 +881,17 @@ enum err_code webhook_call_start(struct webhook_client *wc, const struct webhook
 		}
 		snprintf(sig, sizeof sig, "webhook-signature: %s", v);
 	}
-	call->hdrs = headers_build(lines, req->secret != NULL ? 5 : 4);
+	/* The trace context (README "Traces"), outside the signature, which
+	 * covers webhook-id, webhook-timestamp and the body only. */
+	if (req->traceparent != NULL) {
+		snprintf(tp, sizeof tp, "traceparent: %s", req->traceparent);
+		lines[nlines++] = tp;
+		if (req->tracestate != NULL && req->tracestate[0] != '\0') {
+			snprintf(tstate, sizeof tstate, "tracestate: %s", req->tracestate);
+			lines[nlines++] = tstate;
+		}
+	}
+	call->hdrs = headers_build(lines, nlines);
 	if (call->hdrs == NULL) {
 		call_release(call);
 		return err_set(e, ERR_INTERNAL, "out of memory");

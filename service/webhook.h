@@ -51,6 +51,8 @@ struct webhook_request {
 	const char *secret_previous; /* also signs (a rotation's grace period), or NULL */
 	int timeout_ms;              /* the whole call's deadline */
 	void *user;                  /* returned by webhook_call_user */
+	const char *traceparent;     /* W3C traceparent header value, or NULL: none */
+	const char *tracestate;      /* W3C tracestate header value, or NULL: none */
 };
 
 /* Creates a client that registers its sockets on `epfd` (borrowed: the

@@ -130,3 +130,75 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- Trace context (README "Traces"; migrations/0010_traces.sql). A trace id is
+-- kept as a uuid (gen_random_uuid(): its last 7 bytes are random, as W3C's
+-- random flag asks) and shown as 32 lowercase hex digits.
+CREATE FUNCTION hf_trace_hex(t uuid) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT replace(t::text, '-', '')
+$$;
+
+-- The span id derived from p_key (base/trace.c's trace_derive, which must
+-- agree): the first 8 bytes of its SHA-256 in hex, or 0000000000000001
+-- should they all be zero. Span ids are derived, never stored. One
+-- expression, STABLE as its body is (convert_to), with explicit casts to
+-- text, so that the planner inlines it and the two below: an SQL function it
+-- cannot inline is planned again at every call, which cost 30 us a run.
+CREATE FUNCTION hf_span_of(p_key text) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT regexp_replace(left(encode(sha256(convert_to(p_key, 'UTF8')), 'hex'), 16),
+			      '^0{16}$', '0000000000000001')
+$$;
+
+-- The span of attempt p_attempt of step p_step (trace_attempt_span):
+-- "<trace>/<run_id>/<generation>/<step>/<attempt>". A redelivery of an
+-- attempt carries the span id it had, and a child run names its parent
+-- step's attempt.
+CREATE FUNCTION hf_attempt_span(p_trace uuid, p_run_id text, p_generation integer,
+				p_step integer, p_attempt integer) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT hf_span_of(hf_trace_hex(p_trace) || '/' || p_run_id || '/' || p_generation::text
+			  || '/' || p_step::text || '/' || p_attempt::text)
+$$;
+
+-- The span of generation p_generation of a run (trace_run_span):
+-- "<trace>/<run_id>/<generation>/run".
+CREATE FUNCTION hf_run_span(p_trace uuid, p_run_id text, p_generation integer) RETURNS text
+LANGUAGE sql STABLE AS $$
+	SELECT hf_span_of(hf_trace_hex(p_trace) || '/' || p_run_id || '/' || p_generation::text
+			  || '/run')
+$$;
+
+-- True when this session exports spans: an instance with
+-- HOOKFLOW_OTLP_ENDPOINT sets hookflow.spans = 'on' on its connections
+-- (db/db.c), and then reads the spans the engine reports with RAISE INFO
+-- 'hookflow-span <json>' once their transaction has committed.
+CREATE FUNCTION hf_tracing() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+	SELECT coalesce(current_setting('hookflow.spans', true), '') = 'on'
+$$;
+
+-- Reports the span of each run of p_runs that has just ended (the current
+-- generation's: from its start to finished_at), for a session that exports
+-- spans (service/otlp.c reads them): one JSON object a line, in one INFO
+-- message (a message is sent and flushed at once: one for all).
+CREATE FUNCTION hf_note_run_spans(p_runs text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	s text;
+BEGIN
+	SELECT string_agg(json_build_object('span', 'run', 'trace_id', hf_trace_hex(r.trace_id),
+			'span_id', hf_run_span(r.trace_id, r.run_id, r.generation),
+			'parent_span_id', r.parent_span_id, 'tracestate', r.tracestate,
+			'start_us', hf_us(coalesce(r.span_started_at, r.created_at)),
+			'end_us', hf_us(coalesce(r.finished_at, now())), 'run_id', r.run_id,
+			'workflow', r.workflow, 'generation', r.generation, 'status', r.status,
+			'error_kind', r.error_kind, 'error', left(r.error, 200),
+			'final_step', r.final_step)::text, E'\n')
+	INTO s FROM run r WHERE r.run_id = ANY (p_runs) AND r.trace_id IS NOT NULL;
+	IF s IS NOT NULL THEN
+		RAISE INFO 'hookflow-span %', s;
+	END IF;
+END
+$$;

@@ -52,6 +52,7 @@ BEGIN
 				|| ', "fire_time": ' || coalesce('"' || hf_ts(r.fire_time) || '"', 'null')
 				|| '}'
 			ELSE 'null' END
+		|| ', "trace_id": ' || coalesce('"' || hf_trace_hex(r.trace_id) || '"', 'null')
 		|| ', "workflow": ' || to_json(r.workflow)::text
 		|| ', "created_at": "' || hf_ts(r.created_at) || '"'
 		|| ', "error_kind": ' || coalesce(to_json(r.error_kind)::text, 'null')
@@ -94,7 +95,7 @@ LANGUAGE sql STABLE AS $$
 		'final_step', r.final_step, 'finished_at', hf_ts(r.finished_at),
 		'group', CASE WHEN r.group_id IS NOT NULL THEN jsonb_build_object(
 				'id', r.group_id, 'key', r.group_key) END,
-		'concurrency_key', r.concurrency_key,
+		'concurrency_key', r.concurrency_key, 'trace_id', hf_trace_hex(r.trace_id),
 		'schedule', CASE WHEN r.schedule_id IS NOT NULL THEN jsonb_build_object(
 				'id', r.schedule_id, 'fire_time', hf_ts(r.fire_time)) END,
 		'parent', CASE WHEN r.parent_run_id IS NOT NULL THEN jsonb_build_object(

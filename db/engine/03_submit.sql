@@ -28,12 +28,16 @@
 -- answers the run as it was first submitted (README, "Flow control").
 -- p_parent makes the run a child run: {"run_id", "generation", "step",
 -- "key", "depth"} (hf_start_children); p_schedule a scheduled one: {"id",
--- "fire_time"} (hf_schedule_start).
+-- "fire_time"} (hf_schedule_start). p_trace places the run in a trace
+-- (README "Traces"): {"trace_id", "parent_span_id", "tracestate"} (the
+-- caller's traceparent, or a child's parent step attempt); NULL: the run
+-- starts a trace of its own. The run's own span id is derived (hf_run_span).
 CREATE FUNCTION hf_submit(p_run_id text, p_workflow text, p_input jsonb, p_input_hash bytea,
 			  p_headers jsonb, p_priority integer, p_max_attempts integer,
 			  p_due timestamptz, p_callback_url text, p_kv jsonb,
 			  p_group_id text, p_group_key text, p_concurrency_key text,
-			  p_parent jsonb DEFAULT NULL, p_schedule jsonb DEFAULT NULL)
+			  p_parent jsonb DEFAULT NULL, p_schedule jsonb DEFAULT NULL,
+			  p_trace jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -85,7 +89,8 @@ BEGIN
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 			 priority, max_attempts, callback_url, seq, next_at, group_id, group_key,
 			 concurrency_key, debounce_first_at, parent_run_id, parent_generation,
-			 parent_step, child_key, depth, schedule_id, fire_time)
+			 parent_step, child_key, depth, schedule_id, fire_time, trace_id,
+			 parent_span_id, tracestate, waited_since)
 	VALUES (p_run_id, p_workflow, st, hf_new_id(), p_input, p_input_hash,
 		coalesce(p_headers, '{}'), coalesce(p_priority, w.priority),
 		coalesce(p_max_attempts, w.max_attempts), p_callback_url,
@@ -93,7 +98,11 @@ BEGIN
 		p_concurrency_key, first_at, p_parent->>'run_id',
 		(p_parent->>'generation')::integer, (p_parent->>'step')::integer, p_parent->>'key',
 		coalesce((p_parent->>'depth')::integer, 0), p_schedule->>'id',
-		(p_schedule->>'fire_time')::timestamptz)
+		(p_schedule->>'fire_time')::timestamptz,
+		coalesce((p_trace->>'trace_id')::uuid, gen_random_uuid()),
+		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'parent_span_id' END,
+		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate' END,
+		CASE WHEN due > now() THEN now() END)
 	ON CONFLICT (run_id) DO NOTHING
 	RETURNING run_id INTO inserted;
 	IF inserted IS NULL THEN
@@ -113,7 +122,7 @@ $$;
 -- twice in one batch is a duplicate the second time). p_items is a JSON array
 -- of {"run_id", "workflow", "input", "input_hash" (hex), "headers",
 -- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv",
--- "concurrency_key"};
+-- "concurrency_key", "trace" (hf_submit's p_trace)};
 -- absent keys are NULL. Returns, per item in order, hf_submit's outcome, the
 -- run's JSON when it was created or is a duplicate (when it was skipped: the
 -- JSON of its key's active run), and the item's run id and workflow (for
@@ -132,7 +141,8 @@ BEGIN
 			(it->>'priority')::integer, (it->>'max_attempts')::integer,
 			CASE WHEN it ? 'delay_ms' THEN hf_due((it->>'delay_ms')::bigint)
 			     ELSE (it->>'run_at')::timestamptz END,
-			it->>'callback_url', it->'kv', NULL, NULL, it->>'concurrency_key');
+			it->>'callback_url', it->'kv', NULL, NULL, it->>'concurrency_key',
+			NULL, NULL, it->'trace');
 		run_json := NULL;
 		IF outcome IN ('created', 'duplicate') THEN
 			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;

@@ -3,7 +3,7 @@
 
 -- Claims up to p_limit jobs for p_owner: step jobs of pending runs, then
 -- pending callbacks, skipping rows other instances hold. Each row is an
--- hf_job (migrations/0001_init.sql, 0003, 0007, 0008), decoded by db/jobs.c's
+-- hf_job (migrations/0001_init.sql, 0003, 0007, 0008, 0010), decoded by db/jobs.c's
 -- JOB_COLUMNS. A job carries the workflow's secret and, while a rotation's
 -- grace period lasts (secret_previous_until, POST /v1/workflows/{name}/secret),
 -- the secret it replaced: the call is signed with both.
@@ -103,6 +103,7 @@ DECLARE
 	vis_w text;
 	vis_k text;
 	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
+	tracing boolean := hf_tracing();
 BEGIN
 	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
 	ORDER BY r.priority LIMIT 1;
@@ -436,7 +437,13 @@ BEGIN
 					r.generation, r.step, r.payload, r.input))) END,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
 			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
-			r.last_heartbeat, w.max_pending_ms, r.children;
+			r.last_heartbeat, w.max_pending_ms, r.children,
+			r.trace_id::text, r.tracestate,
+			-- a session that exports spans hears when the wait before the
+			-- step began and when the step came due
+			CASE WHEN tracing AND r.attempt = 1 THEN hf_ms(r.waited_since) END,
+			CASE WHEN tracing AND r.attempt = 1 AND r.waited_since IS NOT NULL
+			     THEN hf_ms(r.next_at) END;
 		GET DIAGNOSTICS n = ROW_COUNT;
 	END IF;
 	-- The next claim goes on after the last lane served when a lane that
@@ -452,16 +459,18 @@ BEGIN
 	END IF;
 
 	IF n < p_limit THEN
-		-- A callback has no step, headers, signal or group.
+		-- A callback has no step, headers, signal or group; it carries its
+		-- run's trace (none when the run is gone).
 		RETURN QUERY
 		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
 			lease_owner = p_owner, claim_token = token,
 			claimed_at = now(), lease_expires_at = hf_due(p_lease_ms), seq = NULL,
 			updated_at = now()
-		FROM (SELECT x.id, x.workflow FROM callback x WHERE x.status = 'pending'
+		FROM (SELECT x.id, x.workflow, x.run_id FROM callback x WHERE x.status = 'pending'
 		      ORDER BY x.priority, x.seq LIMIT p_limit - n
 		      FOR UPDATE SKIP LOCKED) picked
 		LEFT JOIN workflow w ON w.name = picked.workflow
+		LEFT JOIN run rr ON rr.run_id = picked.run_id
 		WHERE c.id = picked.id
 		RETURNING 'callback'::text, c.id, c.run_id, c.workflow, NULL::integer, c.attempt,
 			c.max_attempts, c.generation, c.body, NULL::jsonb, NULL::jsonb, NULL::text,
@@ -469,7 +478,8 @@ BEGIN
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,
 			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb;
+			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb,
+			rr.trace_id::text, rr.tracestate, NULL::bigint, NULL::bigint;
 	END IF;
 END
 $$;

@@ -249,6 +249,8 @@ BEGIN
 			-- the next step's payload is this attempt's output (hist)
 			payload = CASE WHEN d.advance THEN NULL ELSE rr.payload END,
 			children = CASE WHEN NOT d.advance THEN rr.children END,
+			-- a step that waits before it starts: when (for the wait's span)
+			waited_since = CASE WHEN d.advance AND d.due > now() THEN now() END,
 			wait_children = CASE WHEN d.st = 'waiting' AND d.children IS NOT NULL
 					THEN jsonb_build_object(
 						'mode', coalesce(d.wait_children->>'mode', 'all'),
@@ -318,7 +320,8 @@ BEGIN
 	       array_agg(DISTINCT u.schedule_id) FILTER (WHERE u.term AND u.schedule_id IS NOT NULL),
 	       array_agg(u.rid) FILTER (WHERE u.st = 'cancelled'),
 	       jsonb_agg(jsonb_build_object('run_id', u.rid, 'generation', u.o_generation,
-					    'step', u.o_step, 'depth', u.depth, 'children', u.children))
+					    'step', u.o_step, 'attempt', u.o_attempt, 'depth', u.depth,
+					    'children', u.children))
 		   FILTER (WHERE u.st = 'waiting' AND u.children IS NOT NULL)
 	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
 	     parents, schedules, cancelled, spawn
@@ -328,7 +331,8 @@ BEGIN
 	-- the runs that ended.
 	IF spawn IS NOT NULL THEN
 		PERFORM hf_start_children(s->>'run_id', (s->>'generation')::integer,
-					  (s->>'step')::integer, (s->>'depth')::integer, s->'children')
+					  (s->>'step')::integer, (s->>'attempt')::integer,
+					  (s->>'depth')::integer, s->'children')
 		FROM jsonb_array_elements(spawn) s;
 	END IF;
 	IF parents IS NOT NULL THEN
@@ -389,6 +393,9 @@ BEGIN
 	END IF;
 	IF done IS NOT NULL THEN
 		PERFORM pg_notify('hookflow_done', rd) FROM unnest(done) rd;
+		IF hf_tracing() THEN
+			PERFORM hf_note_run_spans(done);
+		END IF;
 	END IF;
 	-- kv effects of the outcomes that keep them, in item order.
 	IF kv_ords IS NOT NULL THEN

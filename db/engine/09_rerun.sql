@@ -5,8 +5,14 @@
 -- Starts generation n+1 of terminated run `r` (locked by the caller) at step
 -- `from_step` with `payload`: the run's memos stay, its history keeps the
 -- earlier generations. Step 0 with the run's (current) input keeps no copy
--- of it: hf_step_payload reads step 0's payload from the input.
-CREATE FUNCTION hf_restart(r run, from_step integer, p_payload jsonb) RETURNS void
+-- of it: hf_step_payload reads step 0's payload from the input. The new
+-- generation gets a run span of its own (hf_run_span: the generation is in
+-- its key), in the run's trace, or in p_trace
+-- ({"trace_id", "parent_span_id", "tracestate"}: a group's re-submission
+-- places its members in the request's trace) when given; a run that ended
+-- before it had a trace (migrations/0010_traces.sql) starts one.
+CREATE FUNCTION hf_restart(r run, from_step integer, p_payload jsonb,
+			   p_trace jsonb DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
 	UPDATE run SET status = 'pending', step = from_step, attempt = 0,
@@ -18,6 +24,13 @@ BEGIN
 		lease_owner = NULL,
 		claim_token = NULL, claimed_at = NULL, lease_expires_at = NULL, result = NULL,
 		error = NULL, error_kind = NULL, final_step = NULL, finished_at = NULL,
+		trace_id = coalesce((p_trace->>'trace_id')::uuid, r.trace_id, gen_random_uuid()),
+		parent_span_id = CASE WHEN p_trace->>'trace_id' IS NOT NULL
+				      THEN p_trace->>'parent_span_id'
+				      WHEN r.trace_id IS NOT NULL THEN r.parent_span_id END,
+		tracestate = CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate'
+				  WHEN r.trace_id IS NOT NULL THEN r.tracestate END,
+		span_started_at = now(), waited_since = NULL,
 		updated_at = now()
 	WHERE run_id = r.run_id;
 	PERFORM pg_notify('hookflow_wake', '');

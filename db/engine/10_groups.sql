@@ -7,9 +7,13 @@
 -- 'workflow_not_found'; submitted counts the members started now (new runs,
 -- and terminated members that did not succeed, which start a new
 -- generation). A member's concurrency key is part of the manifest, so a
--- member that runs again keeps the key it was recorded with.
+-- member that runs again keeps the key it was recorded with. The members
+-- this submission starts join its trace (README "Traces"): p_trace
+-- {"trace_id", "parent_span_id", "tracestate"} from the request's
+-- traceparent, or NULL: a new trace for the request.
 CREATE FUNCTION hf_group_submit(p_group_id text, p_workflow text, p_manifest bytea,
-				p_members jsonb, p_priority integer, p_max_attempts integer)
+				p_members jsonb, p_priority integer, p_max_attempts integer,
+				p_trace jsonb DEFAULT NULL)
 RETURNS TABLE (outcome text, submitted integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -19,6 +23,8 @@ DECLARE
 	n integer := 0;
 	m integer := 0;
 	r run;
+	tr jsonb := CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace
+			 ELSE jsonb_build_object('trace_id', hf_trace_hex(gen_random_uuid())) END;
 BEGIN
 	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
 	IF NOT FOUND THEN
@@ -47,11 +53,13 @@ BEGIN
 
 	-- New member runs, in one statement.
 	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
-			 priority, max_attempts, seq, next_at, group_id, group_key, concurrency_key)
+			 priority, max_attempts, seq, next_at, group_id, group_key, concurrency_key,
+			 trace_id, parent_span_id, tracestate)
 	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
 		decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
 		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
-		nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key'
+		nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key',
+		(tr->>'trace_id')::uuid, tr->>'parent_span_id', tr->>'tracestate'
 	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
 	ORDER BY x.ord
 	ON CONFLICT (run_id) DO NOTHING;
@@ -62,7 +70,7 @@ BEGIN
 		FOR r IN SELECT * FROM run x WHERE x.group_id = p_group_id
 			 AND x.status IN ('failed', 'cancelled') ORDER BY x.run_id FOR UPDATE
 		LOOP
-			PERFORM hf_restart(r, 0, r.input);
+			PERFORM hf_restart(r, 0, r.input, tr);
 			m := m + 1;
 		END LOOP;
 	END IF;

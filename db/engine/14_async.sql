@@ -155,18 +155,29 @@ $$;
 -- Submits the children of step p_step of generation p_generation of
 -- waiting run p_run_id (at depth p_depth), then ends the wait at once if it
 -- is already over (every child skipped by its key_mode, or already ended).
+-- The children join the parent's trace, under the span of attempt
+-- p_attempt of the step that started them (README "Traces").
 CREATE FUNCTION hf_start_children(p_run_id text, p_generation integer, p_step integer,
-				  p_depth integer, p_children jsonb)
+				  p_attempt integer, p_depth integer, p_children jsonb)
 RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+	tr jsonb;
 BEGIN
+	SELECT CASE WHEN r.trace_id IS NOT NULL THEN jsonb_build_object(
+		'trace_id', hf_trace_hex(r.trace_id),
+		'parent_span_id', hf_attempt_span(r.trace_id, r.run_id, p_generation, p_step,
+						  p_attempt),
+		'tracestate', r.tracestate) END
+	INTO tr FROM run r WHERE r.run_id = p_run_id;
 	PERFORM hf_submit(hf_child_id(p_run_id, p_generation, p_step, c->>'key'), c->>'workflow',
 			  coalesce(c->'input', 'null'),
 			  sha256(convert_to(coalesce(c->'input', 'null')::text, 'UTF8')),
 			  nullif(c->'headers', 'null'::jsonb),
 			  NULL, NULL, NULL, NULL, NULL, NULL, NULL, c->>'concurrency_key',
 			  jsonb_build_object('run_id', p_run_id, 'generation', p_generation,
-					     'step', p_step, 'key', c->>'key', 'depth', p_depth + 1))
+					     'step', p_step, 'key', c->>'key', 'depth', p_depth + 1),
+			  NULL, tr)
 	FROM jsonb_array_elements(p_children) c;
 	PERFORM hf_children_wake(ARRAY[p_run_id]);
 END

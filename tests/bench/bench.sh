@@ -68,6 +68,14 @@
 #                            BINARY (an earlier build) and with this build,
 #                            alternately BENCH_COMPARE_REPEAT times (5), then
 #                            the medians of both: transitions/s and CPU per step
+#   BENCH_TRACES=1           instead of the scenarios above: the cost of traces
+#                            (README "Traces"): scenario 2 with spans exported
+#                            (HOOKFLOW_OTLP_ENDPOINT: a local sink that takes and
+#                            discards them, a second bench webhook) and without,
+#                            alternately BENCH_COMPARE_REPEAT times (5), then the
+#                            medians of both and their ratio (target >= 0.9);
+#                            BENCH_TRACES_BASE=BINARY runs the side without spans
+#                            with BINARY (an earlier build: what traces cost in all)
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -263,6 +271,54 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 				"$(IFS=,; echo "${all[*]}")" "$(IFS=,; echo "${hfs[*]}")" "$(IFS=,; echo "${pgs[*]}")"
 		done
 	} | tee "$out/compare.txt"
+	exit 0
+fi
+
+# BENCH_TRACES: spans exported against none, alternately, on this build;
+# prints the medians and their ratio and exits.
+if [[ "${BENCH_TRACES:-}" = 1 ]]; then
+	"$tools/webhook" -p 0 -f "$work/sink.port" 2>"$work/sink.log" &
+	pids+=("$!")
+	wait_for "the span sink" 10 test -s "$work/sink.port"
+	sink="http://127.0.0.1:$(cat "$work/sink.port")"
+	repeat=${BENCH_COMPARE_REPEAT:-5}
+	this_bin=$bin
+	base_bin=${BENCH_TRACES_BASE:-$bin}
+	[[ -x "$base_bin" ]] || die "BENCH_TRACES_BASE=$base_bin is not an executable"
+	for ((k = 1; k <= repeat; k++)); do
+		bin=$base_bin hf_extra_env=()
+		throughput "traces_off_$k" "$RUNS10" "$STEPS" "toff_$k" 1
+		bin=$this_bin hf_extra_env=(HOOKFLOW_OTLP_ENDPOINT="$sink")
+		throughput "traces_on_$k" "$RUNS10" "$STEPS" "ton_$k" 1
+	done
+	hf_extra_env=()
+	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
+	{
+		echo "traces: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
+		echo "without spans: $base_bin; spans exported: $this_bin"
+		printf '%-10s %14s %10s %10s %10s   %s\n' spans transitions/s hf_us pg_us wal_b \
+			'all runs: transitions/s'
+		for p in toff ton; do
+			cols=() all=()
+			for f in steps_per_s hf_us pg_us wal_b; do
+				vals=()
+				for ((k = 1; k <= repeat; k++)); do vals+=("${R[${p}_${k}_$f]}"); done
+				cols+=("$(median "${vals[@]}")")
+			done
+			for ((k = 1; k <= repeat; k++)); do all+=("${R[${p}_${k}_steps_per_s]}"); done
+			R[${p}_steps_per_s]=${cols[0]}
+			printf '%-10s %14s %10s %10s %10s   %s\n' "$([[ $p = toff ]] && echo off || echo exported)" \
+				"${cols[@]}" "$(IFS=,; echo "${all[*]}")"
+		done
+		exp=() drop=()
+		for ((k = 1; k <= repeat; k++)); do
+			exp+=("${R[ton_${k}_spans_exported]:-?}")
+			drop+=("${R[ton_${k}_spans_dropped]:-?}")
+		done
+		echo "spans exported when the load ended: $(IFS=,; echo "${exp[*]}"); dropped: $(IFS=,; echo "${drop[*]}")"
+		awk -v a="${R[ton_steps_per_s]}" -v b="${R[toff_steps_per_s]}" \
+			'BEGIN { r = b > 0 ? a / b : 0; printf "ratio exported/off: %.3f (target >= 0.9): %s\n", r, (r >= 0.9 ? "PASS" : "MISS") }'
+	} | tee "$out/traces.txt"
 	exit 0
 fi
 

@@ -297,6 +297,9 @@ wh_field() { wh_stats | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
 # ---- hookflow ----------------------------------------------------------------------
 
+# Extra HOOKFLOW_* settings (VAR=VALUE) of the instances throughput() starts.
+hf_extra_env=()
+
 # start_hookflow NAME DB [VAR=VALUE...]: starts an instance on a free port; sets
 # hf_pid and hf_port.
 start_hookflow() {
@@ -447,7 +450,7 @@ throughput() {
 	local db hps=() targets="" i rc=0
 	fresh_db "$name"
 	for ((i = 0; i < ninst; i++)); do
-		start_hookflow "$name$i" "$db"
+		start_hookflow "$name$i" "$db" "${hf_extra_env[@]}"
 		hps+=("$hf_pid")
 		targets+="${targets:+,}127.0.0.1:$hf_port"
 	done
@@ -470,6 +473,13 @@ throughput() {
 	cpu_begin "${hps[@]}"
 	loadgen "${args[@]}" || rc=$?
 	cpu_end "$key" "${lg_step_attempts:-0}" "${hps[@]}"
+	# With spans exported (BENCH_TRACES): what the instance says of them.
+	if [[ " ${hf_extra_env[*]} " == *" HOOKFLOW_OTLP_ENDPOINT="* ]]; then
+		local m
+		m=$(curl -sf "http://127.0.0.1:$hf_port/metrics" || true)
+		R[${key}_spans_exported]=$(awk '$1 == "hookflow_spans_exported_total" { print $2 }' <<<"$m")
+		R[${key}_spans_dropped]=$(awk '/^hookflow_spans_dropped_total/ { s += $2 } END { print s + 0 }' <<<"$m")
+	fi
 	# WAL bytes per settled step: the cluster's whole WAL meanwhile (autovacuum
 	# included), the figure that bounds one primary (README "Beyond one primary").
 	R[${key}_wal_b]=$(psql_db "$db" -c "SELECT (pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0') / greatest(${lg_step_attempts:-0}, 1))::bigint")

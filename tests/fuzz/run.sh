@@ -26,7 +26,7 @@ shift || true
 max_len() {
 	case "$1" in
 	retry_after | timefmt) echo 128 ;;
-	cursor | path | ids) echo 1200 ;;
+	cursor | path | ids | trace) echo 1200 ;;
 	group) echo 8192 ;;
 	*) echo 4096 ;;
 	esac

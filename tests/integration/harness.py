@@ -845,7 +845,9 @@ class Service:
             return True
         with open(self.log_path, "rb") as f:
             f.seek(getattr(self, "_log_start", 0))
-            return b" http listening " in f.read()
+            text = f.read()
+            # the text line, or the JSON one (HOOKFLOW_LOG_FORMAT=json)
+            return b" http listening " in text or b'"module":"http","msg":"listening"' in text
 
     def wait_ready(self, timeout=30.0):
         probe = Api(self.base_url, timeout=2)

@@ -1,7 +1,8 @@
 """/metrics carries every series openapi/openapi.yaml (GET /metrics) lists, in
 Prometheus text format: runs by status, steps dispatched, outcomes and errors
 by class, the webhook latency histogram, jobs by state, leases expired, dead
-letters, in-flight calls and the schedules' fire times."""
+letters, in-flight calls, the schedules' fire times and the spans exported
+and dropped."""
 import re
 
 from harness import Reply, StepScript, succeed, wait_until
@@ -18,6 +19,8 @@ SERIES = [
     "hookflow_schedule_fires_total",      # schedules' fire times handled here
     "hookflow_schedule_skips_total",
     "hookflow_schedule_misses_total",
+    "hookflow_spans_exported_total",      # traces (0 without HOOKFLOW_OTLP_ENDPOINT)
+    "hookflow_spans_dropped_total",
 ]
 
 

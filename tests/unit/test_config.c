@@ -2,7 +2,7 @@
  * issue 12 (HOOKFLOW_MAX_CONNS_PER_IP, HOOKFLOW_REQUEST_TIMEOUT_MS), and the
  * TLS files of issue 17 (HOOKFLOW_CA_FILE, HOOKFLOW_CLIENT_CERT,
  * HOOKFLOW_CLIENT_KEY), and the command line client's HOOKFLOW_URL and
- * HOOKFLOW_TOKEN. */
+ * HOOKFLOW_TOKEN, and the span export of issue 18 (HOOKFLOW_OTLP_*). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +28,9 @@ static int setup(void **state)
 	unsetenv("HOOKFLOW_CA_FILE");
 	unsetenv("HOOKFLOW_CLIENT_CERT");
 	unsetenv("HOOKFLOW_CLIENT_KEY");
+	unsetenv("HOOKFLOW_OTLP_ENDPOINT");
+	unsetenv("HOOKFLOW_OTLP_QUEUE");
+	unsetenv("HOOKFLOW_OTLP_TIMEOUT_MS");
 	return 0;
 }
 
@@ -387,6 +390,49 @@ static void test_client_refuses_bad_values_naming_the_variable(void **state)
 	unsetenv("HOOKFLOW_URL");
 }
 
+static void test_otlp_settings_default_and_are_validated(void **state)
+{
+	(void)state;
+	struct config c;
+	struct err e;
+	assert_int_equal(load(&c, &e), ERR_OK);
+	assert_null(c.otlp_endpoint); /* no export, no span built */
+	assert_int_equal(c.otlp_queue, 8192);
+	assert_int_equal(c.otlp_timeout_ms, 10000);
+	config_cleanup(&c);
+	setenv("HOOKFLOW_OTLP_ENDPOINT", "http://127.0.0.1:4318/", 1);
+	setenv("HOOKFLOW_OTLP_QUEUE", "16", 1);
+	assert_int_equal(load(&c, &e), ERR_OK);
+	assert_string_equal(c.otlp_endpoint, "http://127.0.0.1:4318/");
+	assert_int_equal(c.otlp_queue, 16);
+	config_cleanup(&c);
+	static const char *const bad[] = {
+		"127.0.0.1:4318",                 /* no scheme */
+		"grpc://127.0.0.1:4317",          /* OTLP/HTTP only */
+		"http://",                        /* no host */
+		"http://user:pw@collector:4318",  /* credentials */
+		"http://collector:4318/?x=1",     /* a query */
+		"http://collector:4318/a b",      /* white space */
+		"http://collector:4318/\r\nX: 1", /* control characters */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		setenv("HOOKFLOW_OTLP_ENDPOINT", bad[i], 1);
+		assert_int_equal(load(&c, &e), ERR_INVALID);
+		assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_ENDPOINT"));
+		config_cleanup(&c);
+	}
+	unsetenv("HOOKFLOW_OTLP_ENDPOINT");
+	setenv("HOOKFLOW_OTLP_QUEUE", "15", 1);
+	assert_int_equal(load(&c, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_QUEUE"));
+	config_cleanup(&c);
+	unsetenv("HOOKFLOW_OTLP_QUEUE");
+	setenv("HOOKFLOW_OTLP_TIMEOUT_MS", "99", 1);
+	assert_int_equal(load(&c, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "HOOKFLOW_OTLP_TIMEOUT_MS"));
+	config_cleanup(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +453,7 @@ int main(void)
 			teardown_files),
 		cmocka_unit_test(test_client_defaults_and_needs_nothing_else),
 		cmocka_unit_test(test_client_refuses_bad_values_naming_the_variable),
+		cmocka_unit_test_setup(test_otlp_settings_default_and_are_validated, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
