@@ -441,11 +441,20 @@ class Run(TypedDict):
     finished_at: NullableTimestamp
     group: Optional[GroupRef]
     concurrency_key: NullableConcurrencyKey
+    trace_id: TraceId
     schedule: Optional[ScheduleRef]
     parent: Optional[ParentRef]
     pending_since: NullableTimestamp
     pending_timeout_at: NullableTimestamp
     heartbeat_timeout_at: NullableTimestamp
+
+
+# The W3C trace the run belongs to (README "Traces"): the caller's, from a valid
+# `traceparent` on `POST /v1/runs` or `PUT /v1/groups/{group_id}`, the parent's for a child
+# run, else a trace the run started. Every step call and callback of the run carries
+# `traceparent: 00-<trace_id>-<span id of the attempt>-01`. Null only for a run that ended
+# before the upgrade that added traces (until it is rerun).
+TraceId = Optional[str]
 
 
 class SubmittedRun(TypedDict):
@@ -473,6 +482,7 @@ class SubmittedRun(TypedDict):
     finished_at: NullableTimestamp
     group: Optional[GroupRef]
     concurrency_key: NullableConcurrencyKey
+    trace_id: TraceId
     schedule: Optional[ScheduleRef]
     parent: Optional[ParentRef]
     pending_since: NullableTimestamp
@@ -1563,7 +1573,7 @@ __all__ = [
     "StatsPoint", "StatsSeriesSample", "StatsSeries", "RunCallback", "RunCallbacks", "Workflow",
     "RateLimit", "EndpointList", "Endpoint", "SecretRotationInput", "SecretRotation",
     "WorkflowList", "KvEffects", "RunSubmit", "WaitingInfoChildren", "WaitingInfo", "ParentRef",
-    "ScheduleRef", "Run", "SubmittedRun", "RunList", "RunChildren", "SignalDelivered",
+    "ScheduleRef", "Run", "TraceId", "SubmittedRun", "RunList", "RunChildren", "SignalDelivered",
     "SignalTimeout", "Signal", "StepAttemptHeartbeat", "StepAttempt", "StepHistory",
     "RerunRequest", "BulkCancelRequest", "CancelledCount", "GroupMemberInput", "GroupSubmit",
     "GroupMember", "Group", "SubmittedGroup", "OverlapPolicy", "ScheduleInput", "ScheduleRun",

@@ -75,6 +75,10 @@ export interface paths {
          *     (`hookflow_schedule_fires_total`: a run started,
          *     `hookflow_schedule_skips_total`: skipped by the overlap policy,
          *     `hookflow_schedule_misses_total`: older than the catch-up window),
+         *     the spans exported to `HOOKFLOW_OTLP_ENDPOINT`
+         *     (`hookflow_spans_exported_total`) and dropped
+         *     (`hookflow_spans_dropped_total`, label `reason`: `queue_full`,
+         *     `export_failed`; README "Traces"),
          *     and `hookflow_up` (1 when the database
          *     answered its latest check, 0 otherwise: the endpoint still
          *     answers 200 without a database). The database's figures come from a
@@ -458,7 +462,9 @@ export interface paths {
         /**
          * Submit a run
          * @description The run record, its step-0 job and its `kv` effects commit in one
-         *     transaction. Submitting the same `run_id` again with the same input
+         *     transaction. A valid `traceparent` places the run in the caller's
+         *     trace (`trace_id`); without one the run starts a trace of its own
+         *     (README "Traces"). Submitting the same `run_id` again with the same input
          *     (SHA-256 of canonical JSON), whether the run is active or terminated,
          *     answers 200 with the run as it stands and applies no `kv` effects; with
          *     another input it answers 409 `input_mismatch`. Only the input is
@@ -826,7 +832,10 @@ export interface paths {
          *     The member set is the ordered list of each member's key, input,
          *     headers and `concurrency_key`: the same members with another
          *     concurrency key are another set.
-         *     The answer holds the first 100 members.
+         *     The answer holds the first 100 members. The members this request
+         *     starts (new ones and re-submitted ones) belong to its trace: the
+         *     caller's with a valid `traceparent`, else one trace started for the
+         *     request (README "Traces").
          */
         put: operations["putGroup"];
         post?: never;
@@ -2114,6 +2123,7 @@ export interface components {
             finished_at: components["schemas"]["NullableTimestamp"];
             group: components["schemas"]["GroupRef"];
             concurrency_key: components["schemas"]["NullableConcurrencyKey"];
+            trace_id: components["schemas"]["TraceId"];
             schedule: components["schemas"]["ScheduleRef"];
             parent: components["schemas"]["ParentRef"];
             /**
@@ -2134,6 +2144,15 @@ export interface components {
              */
             heartbeat_timeout_at: components["schemas"]["NullableTimestamp"];
         };
+        /**
+         * @description The W3C trace the run belongs to (README "Traces"): the caller's, from
+         *     a valid `traceparent` on `POST /v1/runs` or `PUT /v1/groups/{group_id}`,
+         *     the parent's for a child run, else a trace the run started. Every step
+         *     call and callback of the run carries `traceparent:
+         *     00-<trace_id>-<span id of the attempt>-01`. Null only for a run that
+         *     ended before the upgrade that added traces (until it is rerun).
+         */
+        TraceId: string | null;
         /** @description A run, with whether this submission created it. */
         SubmittedRun: {
             run_id: components["schemas"]["Id"];
@@ -2158,6 +2177,7 @@ export interface components {
             finished_at: components["schemas"]["NullableTimestamp"];
             group: components["schemas"]["GroupRef"];
             concurrency_key: components["schemas"]["NullableConcurrencyKey"];
+            trace_id: components["schemas"]["TraceId"];
             schedule: components["schemas"]["ScheduleRef"];
             parent: components["schemas"]["ParentRef"];
             pending_since: components["schemas"]["NullableTimestamp"];
@@ -2964,6 +2984,24 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/):
+         *     `00-<trace id>-<parent span id>-<flags>`, lowercase hex, ids not all
+         *     zero (a later version is read as W3C says). The run joins that trace,
+         *     its run span a child of the caller's span. A header that is not valid,
+         *     or sent twice, is ignored and the run starts a trace of its own: never
+         *     an error (W3C).
+         * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+         */
+        TraceParent: string;
+        /**
+         * @description The caller's W3C tracestate, kept with the run (at most 32 members and
+         *     512 bytes; several headers are joined with `,`) and passed on with
+         *     every step call and callback, as its members joined with `,`. Read only with a valid `traceparent`;
+         *     one that is not a valid list, or is longer, is dropped.
+         * @example congo=t61rcWkgMzE
+         */
+        TraceState: string;
         /** @description An id for this request, echoed in the response (1 to 128 bytes of `[A-Za-z0-9._:-]`; another value is replaced). */
         RequestId: string;
         /** @description The workflow's name. */
@@ -3597,6 +3635,24 @@ export interface operations {
             header?: {
                 /** @description An id for this request, echoed in the response (1 to 128 bytes of `[A-Za-z0-9._:-]`; another value is replaced). */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/):
+                 *     `00-<trace id>-<parent span id>-<flags>`, lowercase hex, ids not all
+                 *     zero (a later version is read as W3C says). The run joins that trace,
+                 *     its run span a child of the caller's span. A header that is not valid,
+                 *     or sent twice, is ignored and the run starts a trace of its own: never
+                 *     an error (W3C).
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+                /**
+                 * @description The caller's W3C tracestate, kept with the run (at most 32 members and
+                 *     512 bytes; several headers are joined with `,`) and passed on with
+                 *     every step call and callback, as its members joined with `,`. Read only with a valid `traceparent`;
+                 *     one that is not a valid list, or is longer, is dropped.
+                 * @example congo=t61rcWkgMzE
+                 */
+                tracestate?: components["parameters"]["TraceState"];
             };
             path?: never;
             cookie?: never;
@@ -4090,6 +4146,24 @@ export interface operations {
             header?: {
                 /** @description An id for this request, echoed in the response (1 to 128 bytes of `[A-Za-z0-9._:-]`; another value is replaced). */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/):
+                 *     `00-<trace id>-<parent span id>-<flags>`, lowercase hex, ids not all
+                 *     zero (a later version is read as W3C says). The run joins that trace,
+                 *     its run span a child of the caller's span. A header that is not valid,
+                 *     or sent twice, is ignored and the run starts a trace of its own: never
+                 *     an error (W3C).
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["TraceParent"];
+                /**
+                 * @description The caller's W3C tracestate, kept with the run (at most 32 members and
+                 *     512 bytes; several headers are joined with `,`) and passed on with
+                 *     every step call and callback, as its members joined with `,`. Read only with a valid `traceparent`;
+                 *     one that is not a valid list, or is longer, is dropped.
+                 * @example congo=t61rcWkgMzE
+                 */
+                tracestate?: components["parameters"]["TraceState"];
             };
             path: {
                 /** @description The group's id. */

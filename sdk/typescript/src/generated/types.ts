@@ -117,6 +117,14 @@ export type ParentRef = S["ParentRef"];
  */
 export type ScheduleRef = S["ScheduleRef"];
 export type Run = S["Run"];
+/**
+ * The W3C trace the run belongs to (README "Traces"): the caller's, from a valid `traceparent` on
+ * `POST /v1/runs` or `PUT /v1/groups/{group_id}`, the parent's for a child run, else a trace the
+ * run started. Every step call and callback of the run carries `traceparent: 00-<trace_id>-<span id
+ * of the attempt>-01`. Null only for a run that ended before the upgrade that added traces (until
+ * it is rerun).
+ */
+export type TraceId = S["TraceId"];
 /** A run, with whether this submission created it. */
 export type SubmittedRun = S["SubmittedRun"];
 export type RunList = S["RunList"];
