@@ -155,12 +155,12 @@ integration: asan
 # HOOKFLOW_TEST_PGBOUNCER=1 in tests/integration/conftest.py): runs, steps and
 # their outcomes, retries, signals, cancel, callbacks, groups, asynchronous
 # steps, child runs, schedules, flow control's claims, KV, memo, reruns, dead
-# letters, and tests/integration/test_pgbouncer.py.
+# letters, traces, and tests/integration/test_pgbouncer.py.
 PGBOUNCER_TESTS := test_runs_submit or test_runs_read or test_outcomes or test_retries or \
                    test_signals or test_wait_any or test_cancel or test_callbacks or \
                    test_groups or test_async_steps or test_child_runs or test_schedules or \
                    test_flow_claim or test_kv or test_memo or test_rerun or test_dead_letters or \
-                   test_pgbouncer
+                   test_traces or test_pgbouncer
 
 integration-pgbouncer: asan
 	@HOOKFLOW_TEST_PGBOUNCER=1 HOOKFLOW_BIN=$${HOOKFLOW_BIN:-build/asan/hookflow} \

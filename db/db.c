@@ -41,6 +41,8 @@ static bool behind_transaction_pooler;
 static void (*span_sink)(const char *json, size_t len);
 
 #define SPAN_PREFIX "hookflow-span "
+/* The end of application_name that asks the engine for spans (hf_tracing). */
+#define SPANS_MARK " [hookflow spans]"
 
 void db_set_span_sink(void (*sink)(const char *json, size_t len))
 {
@@ -129,10 +131,18 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 	}
 	PQsetNoticeReceiver(c->pg, on_notice, c);
 	/* Settlement rules compare times in the database; keep sessions in UTC.
-	 * With a span sink, the engine reports spans on this session. */
-	PGresult *r =
-		PQexec(c->pg, span_sink != NULL ? "SET TIME ZONE 'UTC'; SET hookflow.spans = 'on'"
-						: "SET TIME ZONE 'UTC'");
+	 * With a span sink, the engine reports spans on this session: it looks
+	 * for SPANS_MARK at the end of application_name (hf_tracing). Both are
+	 * parameters a transaction pooler tracks per client and sets on whichever
+	 * server session serves it (PgBouncer does for these; a custom setting
+	 * would stay on the server session that took it). The URL's own
+	 * application_name is kept, cut to leave room for the mark. */
+	PGresult *r = PQexec(
+		c->pg, span_sink != NULL
+			       ? "SET TIME ZONE 'UTC'; SELECT set_config('application_name', "
+				 "left(current_setting('application_name'), 40) || '" SPANS_MARK
+				 "', false)"
+			       : "SET TIME ZONE 'UTC'");
 	PQclear(r);
 	return ERR_OK;
 }

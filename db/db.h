@@ -76,7 +76,7 @@ void db_set_transaction_pooler(bool on);
 
 /* Where the spans the engine reports go (README "Traces"): when a sink is
  * set, every connection opened afterwards asks the engine for them
- * (hookflow.spans = on; RAISE INFO 'hookflow-span <json>', one JSON object
+ * (application_name ending in " [hookflow spans]"; RAISE INFO 'hookflow-span <json>', one JSON object
  * a line), and sink(json, len) is called with each one's JSON text
  * (borrowed) on the
  * thread that ran the statement, once the transaction that reported it has

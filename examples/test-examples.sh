@@ -133,17 +133,9 @@ EOF
 }
 
 # The node example requires @hookflow/sdk: built into sdk/typescript/dist, and linked
-# into examples/node/node_modules by its file: dependency.
+# into examples/node/node_modules by its file: dependency (scripts/node-sdk.sh).
 build_node_sdk() {
-	local sdk=$top/sdk/typescript
-	if [ ! -x "$sdk/node_modules/.bin/tsc" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules/.package-lock.json" ]; then
-		(cd "$sdk" && npm ci --no-audit --no-fund --loglevel=error) >"$tmp/sdk-build.log" 2>&1 ||
-			die "npm ci in sdk/typescript failed: $(tail -n 20 "$tmp/sdk-build.log")"
-	fi
-	(cd "$sdk" && npx --no-install tsc -p tsconfig.json) >"$tmp/sdk-build.log" 2>&1 ||
-		die "building sdk/typescript failed: $(tail -n 20 "$tmp/sdk-build.log")"
-	(cd "$top/examples/node" && npm ci --no-audit --no-fund --loglevel=error) >"$tmp/sdk-build.log" 2>&1 ||
-		die "npm ci in examples/node failed: $(tail -n 20 "$tmp/sdk-build.log")"
+	"$top/scripts/node-sdk.sh" || die "the node SDK could not be built"
 	say "node: @hookflow/sdk built and linked"
 }
 

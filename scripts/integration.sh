@@ -62,6 +62,8 @@ for node_dir in "$root/tests/integration/node" "$root/tests/otel"; do
 			die "npm ci failed in $node_dir"
 	fi
 done
+# test_traces runs examples/node/webhook.js, which needs @hookflow/sdk built.
+"$root/scripts/node-sdk.sh" || die "the node SDK could not be built (scripts/node-sdk.sh)"
 
 extra=()
 if [[ -n "${HOOKFLOW_TEST_ARGS:-}" ]]; then

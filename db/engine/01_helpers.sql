@@ -171,12 +171,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- True when this session exports spans: an instance with
--- HOOKFLOW_OTLP_ENDPOINT sets hookflow.spans = 'on' on its connections
--- (db/db.c), and then reads the spans the engine reports with RAISE INFO
+-- HOOKFLOW_OTLP_ENDPOINT ends the application_name of its connections with
+-- ' [hookflow spans]' (db/db.c: a parameter a transaction pooler carries from
+-- server session to server session with its client, which a custom setting
+-- is not), and then reads the spans the engine reports with RAISE INFO
 -- 'hookflow-span <json>' once their transaction has committed.
 CREATE FUNCTION hf_tracing() RETURNS boolean
 LANGUAGE sql STABLE AS $$
-	SELECT coalesce(current_setting('hookflow.spans', true), '') = 'on'
+	SELECT right(current_setting('application_name'), 17) = ' [hookflow spans]'
 $$;
 
 -- Reports the span of each run of p_runs that has just ended (the current

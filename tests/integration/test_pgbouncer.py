@@ -142,3 +142,42 @@ def test_without_the_pooler_setting_named_statements_break_through_pgbouncer(ser
                                                  if any(c in line for c in collided)][:5]
     pool = bouncer.pool(db.name)
     assert sum(pool[k] for k in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login")) <= 1, pool
+
+
+def test_spans_reported_by_the_engine_reach_an_instance_behind_pgbouncer(services, db, webhook, new_bouncer):
+    """The run span comes from the database (the transaction that ends a run
+    reports it to a session that asked for spans). Behind a transaction pooler
+    the asking must travel with the client connection, not stay on the server
+    session it was made on: after PgBouncer has replaced every server session
+    (RECONNECT), the sessions now serving the instance were never asked by a
+    connect of its own, and the run spans must still come, one per run."""
+    from test_traces import Collector
+    collector = Collector()
+    try:
+        bouncer = new_bouncer(pool_size=2)
+        hf = services.start(bouncer=bouncer, HOOKFLOW_OTLP_ENDPOINT=collector.url, HOOKFLOW_WORKERS="2")
+        three_steps(webhook)
+        hf.api.put_workflow("wf", webhook.url(), max_attempts=1, timeout_ms=20000)
+        hf.api.submit("wf", run_id="before", input={"i": 0})
+        assert hf.api.wait_terminal("before", timeout=60)["status"] == "succeeded"
+        def server_pids():
+            return {row["remote_pid"] for row in bouncer.admin("SHOW SERVERS") if row["database"] == db.name}
+        old = server_pids()
+        assert old
+        bouncer.admin("RECONNECT %s" % db.name)
+        # RECONNECT closes each server session once its client has released it.
+        wait_until(lambda: not (server_pids() & old) and not db.scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid IN (%s)" % ",".join(old)) != "0",
+            timeout=30, interval=0.1, message="PgBouncer's server sessions replaced")
+        rids = ["after-%d" % i for i in range(6)]
+        for i, rid in enumerate(rids):
+            hf.api.submit("wf", run_id=rid, input={"i": i})
+        for rid in rids:
+            assert hf.api.wait_terminal(rid, timeout=60)["status"] == "succeeded"
+
+        def run_spans():
+            got = {s["attributes"]["hookflow.run_id"] for s in collector.spans() if s["name"] == "run"}
+            return got if got >= set(rids) | {"before"} else None
+        wait_until(run_spans, timeout=20, interval=0.2, message="a run span for each run at the collector")
+    finally:
+        collector.close()
