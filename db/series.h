@@ -2,11 +2,9 @@
  * computed from hookflow's own tables (openapi.yaml: getWorkflowStats,
  * getStatsSeries, listRunCallbacks).
  *
- * step_attempt has no index on finished_at, so the step figures come from a
- * bounded sample: the newest DB_SERIES_SAMPLE attempts by id (the primary
- * key), those inside the window kept. The run figures read at most
- * DB_SERIES_SAMPLE runs through run_finished, run_list_workflow and
- * run_active_workflow. Each answer says when its sample was cut short. */
+ * The step and run figures are read from step_stats, which every
+ * settlement adds to (migrations/0011_step_stats.sql): exact counts by
+ * minute, durations by bucket (percentiles within 9%), whatever the load. */
 #ifndef HOOKFLOW_DB_SERIES_H
 #define HOOKFLOW_DB_SERIES_H
 
@@ -15,17 +13,16 @@
 #include "base/err.h"
 #include "db/db.h"
 
-#define DB_SERIES_SAMPLE 1000 /* spelled out in db/series.c's SQL */
 #define DB_SERIES_POINTS 60
 
 /* Workflow `name`'s figures over the last hour into *out (a new reference
- * the caller owns; NULL on failure): its active runs by status, the runs
- * created in the last hour by status, the step attempts' count, error rate
- * and duration percentiles. Errors: ERR_NOT_FOUND when no such workflow. */
+ * the caller owns; NULL on failure): its active runs by status (at most
+ * 10,000 counted), the runs that ended in the last hour by status, the step
+ * attempts' count, error rate and duration percentiles. Errors: ERR_NOT_FOUND when no such workflow. */
 enum err_code db_workflow_stats(struct db_conn *c, const char *name, json_t **out, struct err *e);
 
 /* DB_SERIES_POINTS points covering the last `minutes` minutes, each
- * `minutes` seconds long, of runs ended by status and of step attempts
+ * `minutes` seconds long (`minutes`: a multiple of 60), of runs ended by status and of step attempts
  * (count, errors, p50 and p95 duration), of workflow `workflow` (borrowed;
  * NULL: all) into *out (a new reference the caller owns; NULL on failure). */
 enum err_code db_stats_series(struct db_conn *c, int minutes, const char *workflow, json_t **out,

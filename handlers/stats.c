@@ -8,7 +8,9 @@
 #include "handlers/common.h"
 #include "handlers/handlers.h"
 
-#define SERIES_MIN_MINUTES 5
+/* The window of a series: whole hours, so that its points (minutes seconds
+ * each) are whole minutes of step_stats. */
+#define SERIES_MIN_MINUTES 60
 #define SERIES_MAX_MINUTES 1440
 
 /* Replies with the JSON `j` (taken) or the error `e`, and releases `c`. */
@@ -45,6 +47,10 @@ void handle_stats_series(struct http_req *r)
 	const char *workflow = http_req_query(r, "workflow");
 	if (hc_query_int(r, "minutes", SERIES_MIN_MINUTES, SERIES_MAX_MINUTES, 60, &minutes, &e))
 		goto out;
+	if (minutes % 60 != 0) {
+		err_set(&e, ERR_INVALID, "minutes: must be a multiple of 60 (whole hours)");
+		goto out;
+	}
 	if (workflow != NULL && *workflow == '\0')
 		workflow = NULL;
 	if (workflow != NULL && ids_check_workflow_name("workflow", workflow, strlen(workflow), &e))

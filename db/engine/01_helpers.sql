@@ -204,3 +204,21 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- The duration bucket of a step attempt that started at p_started and is
+-- settled now (migrations/0011_step_stats.sql): -2 without a start, 0 under
+-- 1 ms, b for [2^((b-1)/4), 2^(b/4)) ms, 99 at most.
+CREATE FUNCTION hf_stats_bucket(p_started timestamptz) RETURNS smallint
+LANGUAGE sql STABLE AS $$
+	SELECT CASE WHEN p_started IS NULL THEN -2
+		    WHEN now() - p_started < interval '1 millisecond' THEN 0
+		    ELSE least(99, 1 + floor(4 * log(2.0, (extract(epoch FROM now() - p_started)
+							      * 1000)::numeric)))::smallint END
+$$;
+
+-- The value a percentile falls on in bucket b: its middle on the log scale
+-- (0.5 ms for bucket 0), in ms with one decimal.
+CREATE FUNCTION hf_stats_bucket_ms(b integer) RETURNS numeric
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT round(CASE WHEN b = 0 THEN 0.5 ELSE power(2.0, (b - 0.5) / 4.0) END::numeric, 1)
+$$;

@@ -289,7 +289,7 @@ BEGIN
 		RETURNING d.ord, d.rid, d.res, rr.parent_run_id, rr.depth, d.children, rr.schedule_id,
 			  d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
-			  rr.status AS st, rr.group_id, d.hist, d.dead,
+			  rr.status AS st, rr.workflow, rr.group_id, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
 			  CASE WHEN d.advance THEN coalesce(d.payload, 'null') END AS output,
 			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
@@ -305,7 +305,28 @@ BEGIN
 		SELECT u.rid, u.o_generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
 		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err, u.output,
 		       u.o_pending_since, u.o_heartbeat, u.o_heartbeat_at
-		FROM u WHERE u.hist IS NOT NULL)
+		FROM u WHERE u.hist IS NOT NULL),
+	-- The dashboard's figures (migrations/0011_step_stats.sql): what this
+	-- settlement recorded, added to the rows of this backend's shard.
+	stats AS (
+		INSERT INTO step_stats AS s (minute, workflow, shard, bucket, attempts, errors,
+					     succeeded, failed, cancelled)
+		SELECT date_trunc('minute', now()), u.workflow, pg_backend_pid(), x.bucket,
+		       sum(x.attempts), sum(x.errors), sum(x.succeeded), sum(x.failed),
+		       sum(x.cancelled)
+		FROM u CROSS JOIN LATERAL (VALUES
+			(CASE WHEN u.hist IS NOT NULL THEN hf_stats_bucket(u.o_claimed_at) END, 1,
+			 (u.hist IN ('transient_error', 'permanent_error', 'lease_expired'))::int,
+			 0, 0, 0),
+			(CASE WHEN u.term THEN -1 END, 0, 0, (u.st = 'succeeded')::int,
+			 (u.st = 'failed')::int, (u.st = 'cancelled')::int)
+		) AS x(bucket, attempts, errors, succeeded, failed, cancelled)
+		WHERE x.bucket IS NOT NULL
+		GROUP BY u.workflow, x.bucket
+		ON CONFLICT (minute, workflow, shard, bucket) DO UPDATE SET
+			attempts = s.attempts + EXCLUDED.attempts, errors = s.errors + EXCLUDED.errors,
+			succeeded = s.succeeded + EXCLUDED.succeeded, failed = s.failed + EXCLUDED.failed,
+			cancelled = s.cancelled + EXCLUDED.cancelled)
 	SELECT array_agg(u.ord), array_agg(u.rid), array_agg(u.st),
 	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.has_kv),
 	       array_agg(u.rid) FILTER (WHERE u.term),

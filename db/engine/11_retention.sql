@@ -49,6 +49,28 @@ BEGIN
 			  AND finished_at <= hf_ago(p_dead_ms)
 			LIMIT p_limit);
 	END IF;
+	-- The dashboard's figures (migrations/0011_step_stats.sql): the shards of
+	-- the minutes that are over (by five minutes: no settlement runs that
+	-- long) folded into shard 0, one row per minute, workflow and bucket;
+	-- minutes older than 7 days deleted.
+	WITH gone AS (
+		DELETE FROM step_stats s WHERE (s.minute, s.workflow, s.shard, s.bucket) IN (
+			SELECT x.minute, x.workflow, x.shard, x.bucket FROM step_stats x
+			WHERE x.minute < now() - interval '5 minutes' AND x.shard <> 0
+			FOR UPDATE SKIP LOCKED)
+		RETURNING s.*)
+	INSERT INTO step_stats AS s (minute, workflow, shard, bucket, attempts, errors, succeeded,
+				     failed, cancelled)
+	SELECT g.minute, g.workflow, 0, g.bucket, sum(g.attempts), sum(g.errors), sum(g.succeeded),
+	       sum(g.failed), sum(g.cancelled)
+	FROM gone g GROUP BY g.minute, g.workflow, g.bucket
+	ON CONFLICT (minute, workflow, shard, bucket) DO UPDATE SET
+		attempts = s.attempts + EXCLUDED.attempts, errors = s.errors + EXCLUDED.errors,
+		succeeded = s.succeeded + EXCLUDED.succeeded, failed = s.failed + EXCLUDED.failed,
+		cancelled = s.cancelled + EXCLUDED.cancelled;
+	DELETE FROM step_stats WHERE (minute, workflow, shard, bucket) IN (
+		SELECT x.minute, x.workflow, x.shard, x.bucket FROM step_stats x
+		WHERE x.minute < now() - interval '7 days' LIMIT p_limit FOR UPDATE SKIP LOCKED);
 	-- Rate-limit windows that are over (hf_claim writes them).
 	DELETE FROM flow_rate WHERE (workflow, key) IN (
 		SELECT f.workflow, f.key FROM flow_rate f WHERE f.expires_at < now()

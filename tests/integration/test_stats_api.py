@@ -2,8 +2,9 @@
 getStatsSeries, listRunCallbacks): a workflow's runs by status, its step
 attempts' error rate and duration percentiles over the last hour; sixty
 points of throughput, latency and errors; a run's callback deliveries. All
-computed from hookflow's own tables, from bounded samples that say when they
-were cut short (db/series.c)."""
+computed from hookflow's own tables: the step and run figures from
+step_stats, which every settlement adds to (exact counts; percentiles read
+from duration buckets, within 9%: migrations/0011_step_stats.sql)."""
 
 import threading
 import time
@@ -11,6 +12,9 @@ import time
 from harness import TS_RE, Reply, assert_error, cont, succeed, wait_until
 
 ERRORS = ("transient_error", "permanent_error", "lease_expired")
+# A percentile is the middle (on the log scale) of the duration bucket it
+# falls in, four buckets per doubling: at least 2^(-1/8) of the true value.
+BUCKET_LOW = 2 ** (-1 / 8)
 
 
 def _stats(api, name):
@@ -64,15 +68,13 @@ def test_workflow_stats_count_runs_by_status_and_measure_its_own_attempts(api, w
     assert TS_RE.match(s["from"]) and TS_RE.match(s["to"]) and s["from"] < s["to"]
     assert s["active"] == {"pending": 0, "scheduled": 1, "waiting": 0, "running": 0,
                            "cancelling": 0}, s
-    assert s["last_hour"] == {"pending": 0, "scheduled": 1, "waiting": 0, "running": 0,
-                              "cancelling": 0, "succeeded": 3, "failed": 1, "cancelled": 0}, s
-    assert s["active_capped"] is False and s["last_hour_capped"] is False
+    assert s["last_hour"] == {"succeeded": 3, "failed": 1, "cancelled": 0}, s
+    assert s["active_capped"] is False
     # s-1, s-2: 2 attempts; s-retry: 3 (one 503); s-bad: 2 (the last a 400)
     steps = s["steps"]
     assert steps["attempts"] == 9 and steps["errors"] == 2, steps
     assert abs(steps["error_rate"] - 2 / 9) < 0.0001, steps
-    assert 120 <= steps["p50_ms"] <= steps["p95_ms"], steps
-    assert s["sample"] == {"limit": 1000, "truncated": False}
+    assert BUCKET_LOW * 120 <= steps["p50_ms"] <= steps["p95_ms"], steps
 
     q = _stats(api, "quick")
     assert q["steps"]["attempts"] == 3 and q["steps"]["errors"] == 0 and q["steps"]["error_rate"] == 0
@@ -117,14 +119,13 @@ def test_series_has_sixty_points_that_add_up_to_what_ran(api, webhook):
     assert busy and all(p["steps"]["p50_ms"] is not None for p in busy)
     assert all(p["steps"]["p50_ms"] is None and p["steps"]["error_rate"] is None
                for p in pts if not p["steps"]["attempts"])
-    assert all_["sample"] == {"limit": 1000, "steps_truncated": False, "runs_truncated": False}
 
-    slow = _series(api, workflow="slow", minutes=30)
-    assert slow["workflow"] == "slow" and slow["minutes"] == 30 and slow["bucket_seconds"] == 30
+    slow = _series(api, workflow="slow", minutes=120)
+    assert slow["workflow"] == "slow" and slow["minutes"] == 120 and slow["bucket_seconds"] == 120
     assert len(slow["points"]) == 60
     assert total(slow["points"], lambda p: p["steps"]["attempts"]) == 9
     assert total(slow["points"], lambda p: p["runs"]["succeeded"]) == 3
-    assert min(p["steps"]["p50_ms"] for p in slow["points"] if p["steps"]["attempts"]) >= 120
+    assert min(p["steps"]["p50_ms"] for p in slow["points"] if p["steps"]["attempts"]) >= BUCKET_LOW * 120
 
     wide = _series(api, minutes=1440)
     assert wide["bucket_seconds"] == 1440 and len(wide["points"]) == 60
@@ -132,7 +133,7 @@ def test_series_has_sixty_points_that_add_up_to_what_ran(api, webhook):
 
 
 def test_series_rejects_each_bad_parameter_by_name(api):
-    for minutes in ("4", "1441", "sixty", "-5", "60.5"):
+    for minutes in ("4", "30", "59", "90", "1441", "1500", "sixty", "-5", "60.5"):
         assert_error(api.get("/v1/stats/series", params={"minutes": minutes}), 400,
                      "invalid_argument", "minutes")
     assert_error(api.get("/v1/stats/series", params={"workflow": "bad name!"}), 400,
@@ -142,21 +143,51 @@ def test_series_rejects_each_bad_parameter_by_name(api):
     assert sum(p["steps"]["attempts"] for p in s["points"]) == 0
 
 
-def test_a_sample_cut_short_says_so(api, webhook, sql):
-    """More attempts in the window than the sample holds: the figures come
-    from the newest 1000 and the answer says it is truncated."""
+def test_figures_stay_exact_however_many_attempts(api, webhook, sql):
+    """Every settlement adds to step_stats: 1,500 runs (more than any sample
+    would hold) are all counted, in the workflow's figures and in the
+    series."""
     webhook.route("/quick", lambda req: succeed(None))
     api.put_workflow("bulk", webhook.url("/quick"))
-    api.wait_terminal(api.submit("bulk", run_id="bulk-1")["run_id"])
-    sql("INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, started_at,"
-        " finished_at, result, http_status)"
-        " SELECT 'bulk-1', 2, s, 1, 'j' || s, now() - interval '2 seconds', now(), 'continue', 200"
-        " FROM generate_series(1, 1200) s")
+    n = 1500
+    for i in range(0, n, 100):
+        r = api.put("/v1/groups/bulk-%d" % i, {"workflow": "bulk", "members": [
+            {"key": "m%d" % j} for j in range(i, i + 100)]})
+        assert r.status == 201, r
+    wait_until(lambda: int(sql("SELECT count(*) FROM run WHERE workflow = 'bulk'"
+                               " AND status = 'succeeded'")[0][0]) == n,
+               timeout=120, interval=0.2, message="the bulk runs to succeed")
     s = _stats(api, "bulk")
-    assert s["steps"]["attempts"] == 1000 and s["sample"]["truncated"] is True, s
+    assert s["steps"]["attempts"] == n and s["last_hour"]["succeeded"] == n, s
     series = _series(api, workflow="bulk")
-    assert sum(p["steps"]["attempts"] for p in series["points"]) == 1000
-    assert series["sample"]["steps_truncated"] is True
+    assert sum(p["steps"]["attempts"] for p in series["points"]) == n
+    assert sum(p["runs"]["succeeded"] for p in series["points"]) == n
+
+
+def test_the_sweep_folds_each_sessions_rows_and_keeps_the_sums(api, webhook, sql):
+    """Each database session adds to rows of its own (no settlement waits on
+    another's); the retention sweep folds the rows of minutes that are over
+    into one row per minute and bucket, and the figures do not change."""
+    api.put_workflow("folded", webhook.url("/nowhere"))
+    sql("INSERT INTO step_stats (minute, workflow, shard, bucket, attempts, errors, succeeded)"
+        " SELECT date_trunc('minute', now()) - interval '10 minutes', 'folded', shard, b, 5, 1, 0"
+        " FROM generate_series(101, 104) shard, generate_series(20, 22) b"
+        " UNION ALL SELECT date_trunc('minute', now()) - interval '10 minutes', 'folded', shard,"
+        " -1, 0, 0, 2 FROM generate_series(101, 104) shard")
+    before = _stats(api, "folded")
+    assert before["steps"]["attempts"] == 60 and before["steps"]["errors"] == 12, before
+    assert before["last_hour"]["succeeded"] == 8, before
+    # bucket 21 holds the median: [2^5, 2^5.25) ms, reported as 2^(20.5/4)
+    assert before["steps"]["p50_ms"] == round(2 ** (20.5 / 4), 1), before
+    wait_until(lambda: int(sql("SELECT count(*) FROM step_stats WHERE workflow = 'folded'"
+                               " AND shard <> 0")[0][0]) == 0,
+               timeout=30, interval=0.2, message="the sweep to fold the rows")
+    rows = sql("SELECT bucket, attempts, errors, succeeded FROM step_stats"
+               " WHERE workflow = 'folded' ORDER BY bucket")
+    assert [tuple(int(x) for x in r) for r in rows] == [(-1, 0, 0, 8), (20, 20, 4, 0), (21, 20, 4, 0),
+                                        (22, 20, 4, 0)], rows
+    after = _stats(api, "folded")
+    assert after["steps"] == before["steps"] and after["last_hour"] == before["last_hour"], after
 
 
 def test_run_callbacks_show_each_delivery_state(api, webhook):

@@ -205,29 +205,13 @@ class ActiveCounts(TypedDict):
     cancelling: int
 
 
-class StatusCounts(TypedDict):
-    pending: int
-    scheduled: int
-    waiting: int
-    running: int
-    cancelling: int
-    succeeded: int
-    failed: int
-    cancelled: int
-
-
 class EndedCounts(TypedDict):
     succeeded: int
     failed: int
     cancelled: int
 
 
-class WorkflowStatsSample(TypedDict):
-    limit: int
-    truncated: bool
-
-
-WorkflowStats = TypedDict('WorkflowStats', {'workflow': 'WorkflowName', 'paused': 'bool', 'window_minutes': 'Literal[60]', 'from': 'Timestamp', 'to': 'Timestamp', 'active': 'ActiveCounts', 'active_capped': 'bool', 'last_hour': 'StatusCounts', 'last_hour_capped': 'bool', 'steps': 'StepFigures', 'sample': 'WorkflowStatsSample'})
+WorkflowStats = TypedDict('WorkflowStats', {'workflow': 'WorkflowName', 'paused': 'bool', 'window_minutes': 'Literal[60]', 'from': 'Timestamp', 'to': 'Timestamp', 'active': 'ActiveCounts', 'active_capped': 'bool', 'last_hour': 'JSON', 'steps': 'StepFigures'})
 
 
 class StatsPoint(TypedDict):
@@ -236,13 +220,7 @@ class StatsPoint(TypedDict):
     steps: StepFigures
 
 
-class StatsSeriesSample(TypedDict):
-    limit: int
-    steps_truncated: bool
-    runs_truncated: bool
-
-
-StatsSeries = TypedDict('StatsSeries', {'workflow': 'Optional[str]', 'minutes': 'int', 'bucket_seconds': 'int', 'from': 'Timestamp', 'to': 'Timestamp', 'points': 'List[StatsPoint]', 'sample': 'StatsSeriesSample'})
+StatsSeries = TypedDict('StatsSeries', {'workflow': 'Optional[str]', 'minutes': 'int', 'bucket_seconds': 'int', 'from': 'Timestamp', 'to': 'Timestamp', 'points': 'List[StatsPoint]'})
 
 
 class RunCallback(TypedDict):
@@ -1569,22 +1547,21 @@ __all__ = [
     "ErrorKind", "GroupRef", "ErrorMessage", "Health", "ReadyDatabaseConnections",
     "ReadyDatabaseApiPool", "ReadyDatabase", "Ready", "Whoami", "EmptyBody", "RetryBackoff",
     "WorkflowInputRetryBackoff", "WorkflowInputRateLimit", "WorkflowInput", "StepFigures",
-    "ActiveCounts", "StatusCounts", "EndedCounts", "WorkflowStatsSample", "WorkflowStats",
-    "StatsPoint", "StatsSeriesSample", "StatsSeries", "RunCallback", "RunCallbacks", "Workflow",
-    "RateLimit", "EndpointList", "Endpoint", "SecretRotationInput", "SecretRotation",
-    "WorkflowList", "KvEffects", "RunSubmit", "WaitingInfoChildren", "WaitingInfo", "ParentRef",
-    "ScheduleRef", "Run", "TraceId", "SubmittedRun", "RunList", "RunChildren", "SignalDelivered",
-    "SignalTimeout", "Signal", "StepAttemptHeartbeat", "StepAttempt", "StepHistory",
-    "RerunRequest", "BulkCancelRequest", "CancelledCount", "GroupMemberInput", "GroupSubmit",
-    "GroupMember", "Group", "SubmittedGroup", "OverlapPolicy", "ScheduleInput", "ScheduleRun",
-    "Schedule", "ScheduleListItem", "ScheduleList", "ScheduleNote", "ScheduleTrigger",
-    "BackfillRequest", "BackfillResult", "DeadLetter", "DeadLetterList", "Redriven", "ValueBody",
-    "SignalSend", "SignalOutcome", "SignalRemoved", "KvItem", "KvList", "StepRequestGroup",
-    "StepRequestMemo", "StepRequest", "WaitForSignal", "ChildRun", "WaitForChildren", "ChildState",
-    "ContinueOutcome", "SucceedOutcome", "FailOutcome", "CancelOutcome", "PendingOutcome",
-    "StepOutcome", "CompletionRequestErrorDetail", "CompletionRequestError", "CompletionRequest",
-    "HeartbeatRequest", "HeartbeatAnswer", "WebhookErrorAnswerError", "WebhookErrorAnswer",
-    "CallbackRequest"]
+    "ActiveCounts", "EndedCounts", "WorkflowStats", "StatsPoint", "StatsSeries", "RunCallback",
+    "RunCallbacks", "Workflow", "RateLimit", "EndpointList", "Endpoint", "SecretRotationInput",
+    "SecretRotation", "WorkflowList", "KvEffects", "RunSubmit", "WaitingInfoChildren",
+    "WaitingInfo", "ParentRef", "ScheduleRef", "Run", "TraceId", "SubmittedRun", "RunList",
+    "RunChildren", "SignalDelivered", "SignalTimeout", "Signal", "StepAttemptHeartbeat",
+    "StepAttempt", "StepHistory", "RerunRequest", "BulkCancelRequest", "CancelledCount",
+    "GroupMemberInput", "GroupSubmit", "GroupMember", "Group", "SubmittedGroup", "OverlapPolicy",
+    "ScheduleInput", "ScheduleRun", "Schedule", "ScheduleListItem", "ScheduleList", "ScheduleNote",
+    "ScheduleTrigger", "BackfillRequest", "BackfillResult", "DeadLetter", "DeadLetterList",
+    "Redriven", "ValueBody", "SignalSend", "SignalOutcome", "SignalRemoved", "KvItem", "KvList",
+    "StepRequestGroup", "StepRequestMemo", "StepRequest", "WaitForSignal", "ChildRun",
+    "WaitForChildren", "ChildState", "ContinueOutcome", "SucceedOutcome", "FailOutcome",
+    "CancelOutcome", "PendingOutcome", "StepOutcome", "CompletionRequestErrorDetail",
+    "CompletionRequestError", "CompletionRequest", "HeartbeatRequest", "HeartbeatAnswer",
+    "WebhookErrorAnswerError", "WebhookErrorAnswer", "CallbackRequest"]
 """The types (hookflow.types re-exports them)."""
 
 OPERATIONS: Dict[str, str] = {

@@ -383,20 +383,21 @@ export interface paths {
         /**
          * A workflow's figures over the last hour
          * @description What the dashboard's workflow page shows: the workflow's active runs
-         *     by status (whatever their age), its runs created in the last hour by
-         *     status, and its step attempts settled in the last hour: how many,
+         *     by status (whatever their age), its runs that ended in the last hour
+         *     by status, and its step attempts settled in the last hour: how many,
          *     how many were errors (`transient_error`, `permanent_error`,
          *     `lease_expired`: an answer of outcome `fail` is the webhook's
          *     decision, not an error), the error rate, and the median and 95th
          *     percentile of their duration (from the call's start to its
          *     settlement, in milliseconds; null without attempts).
          *
-         *     Every figure comes from a bounded read: each run count reads at most
-         *     1,000 runs (`active_capped`, `last_hour_capped` say when the count
-         *     stopped there), and the attempts are those of the newest 1,000
-         *     attempts of all workflows (by id) that fall in the last hour
-         *     (`sample.truncated` says that older attempts of the last hour were
-         *     left out). An unknown workflow is 404.
+         *     The last hour is the current minute and the 59 before it. The
+         *     ended runs and the attempts are counted as they are settled, per
+         *     minute (exact, whatever the load; the durations by bucket: the
+         *     percentiles are within 9%), from the upgrade that added them
+         *     (migration 0011) on. The active runs are counted up to 10,000
+         *     (`active_capped` says when the count stopped there). An unknown
+         *     workflow is 404.
          */
         get: operations["getWorkflowStats"];
         put?: never;
@@ -419,20 +420,18 @@ export interface paths {
         };
         /**
          * Throughput, latency and errors over time
-         * @description Sixty points covering the last `minutes` minutes, each `minutes`
-         *     seconds long (60 minutes: one point a minute), aligned on multiples
-         *     of that length, the last one holding now. Each point counts the runs
+         * @description Sixty points covering the last `minutes` minutes (whole hours: 60,
+         *     120, ... 1440), each `minutes` seconds long (60 minutes: one point a
+         *     minute), aligned on multiples of that length, the last one holding
+         *     now. Each point counts the runs
          *     that ended in it by status and the step attempts settled in it: how
          *     many, how many were errors, their error rate and the median and 95th
          *     percentile of their duration in milliseconds (null without
-         *     attempts). Computed from hookflow's own tables, no other service.
-         *
-         *     Bounded reads: the runs are the newest 1,000 that ended in the
-         *     window (`sample.runs_truncated`), the attempts those of the newest
-         *     1,000 attempts of all workflows (by id) that fall in the window
-         *     (`sample.steps_truncated`); with `workflow`, the ones of that
-         *     workflow among them. A workflow that does not exist has no points
-         *     to count (zeros, not 404).
+         *     attempts). Computed from hookflow's own tables, no other service:
+         *     the runs and attempts are counted as they are settled, per minute
+         *     (exact, whatever the load; the percentiles within 9%, as in
+         *     getWorkflowStats). A workflow that does not exist has no points to
+         *     count (zeros, not 404).
          */
         get: operations["getStatsSeries"];
         put?: never;
@@ -1787,7 +1786,12 @@ export interface components {
             errors: number;
             /** @description errors / attempts; null without attempts */
             error_rate: number | null;
+            /**
+             * @description The median, read from duration buckets (four per doubling): the
+             *     middle of its bucket on a log scale, within 9% of the true value.
+             */
             p50_ms: number | null;
+            /** @description The 95th percentile, read as p50_ms is. */
             p95_ms: number | null;
         };
         ActiveCounts: {
@@ -1796,16 +1800,6 @@ export interface components {
             waiting: number;
             running: number;
             cancelling: number;
-        };
-        StatusCounts: {
-            pending: number;
-            scheduled: number;
-            waiting: number;
-            running: number;
-            cancelling: number;
-            succeeded: number;
-            failed: number;
-            cancelled: number;
         };
         EndedCounts: {
             succeeded: number;
@@ -1820,18 +1814,11 @@ export interface components {
             from: components["schemas"]["Timestamp"];
             to: components["schemas"]["Timestamp"];
             active: components["schemas"]["ActiveCounts"];
-            /** @description The active runs counted stopped at 1000. */
+            /** @description The active runs counted stopped at 10000. */
             active_capped: boolean;
-            last_hour: components["schemas"]["StatusCounts"];
-            /** @description The runs of the last hour counted stopped at 1000. */
-            last_hour_capped: boolean;
+            /** @description The runs that ended in the window, by status. */
+            last_hour: components["schemas"]["EndedCounts"];
             steps: components["schemas"]["StepFigures"];
-            sample: {
-                /** @description The newest attempts (of all workflows) read. */
-                limit: number;
-                /** @description Attempts of the window older than the sample were left out. */
-                truncated: boolean;
-            };
         };
         StatsPoint: {
             at: components["schemas"]["Timestamp"];
@@ -1846,11 +1833,6 @@ export interface components {
             to: components["schemas"]["Timestamp"];
             /** @description Always sixty points, oldest first (the example shows one). */
             points: components["schemas"]["StatsPoint"][];
-            sample: {
-                limit: number;
-                steps_truncated: boolean;
-                runs_truncated: boolean;
-            };
         };
         RunCallback: {
             generation: number;
@@ -3546,7 +3528,7 @@ export interface operations {
     getStatsSeries: {
         parameters: {
             query?: {
-                /** @description The window, in minutes (each point is this many seconds). */
+                /** @description The window, in minutes, whole hours (each point is this many seconds). */
                 minutes?: number;
                 /** @description Only this workflow's runs and attempts. */
                 workflow?: components["schemas"]["WorkflowName"];

@@ -80,7 +80,6 @@ export type WorkflowInput = S["WorkflowInput"];
 /** Step attempts settled in a window, and their duration in milliseconds. */
 export type StepFigures = S["StepFigures"];
 export type ActiveCounts = S["ActiveCounts"];
-export type StatusCounts = S["StatusCounts"];
 export type EndedCounts = S["EndedCounts"];
 export type WorkflowStats = S["WorkflowStats"];
 export type StatsPoint = S["StatsPoint"];
