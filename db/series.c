@@ -28,10 +28,8 @@
 
 /* The count of the rows of status `s`, as a jsonb_build_object key and value. */
 #define COUNT(s) "'" s "', count(*) FILTER (WHERE status = '" s "')"
-#define ACTIVE_COUNTS                                                                   \
-	COUNT("pending")                                                                \
-	", " COUNT("scheduled") ", " COUNT("waiting") ", " COUNT("running") ", " COUNT( \
-		"cancelling")
+#define QUEUED_COUNTS COUNT("pending") ", " COUNT("scheduled") ", " COUNT("waiting")
+#define ACTIVE_COUNTS QUEUED_COUNTS ", " COUNT("running") ", " COUNT("cancelling")
 
 /* The active runs are counted through run_active_workflow, at most 10,000. */
 static const struct db_stmt q_workflow_stats = {
