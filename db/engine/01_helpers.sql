@@ -212,8 +212,8 @@ CREATE FUNCTION hf_stats_bucket(p_started timestamptz) RETURNS smallint
 LANGUAGE sql STABLE AS $$
 	SELECT CASE WHEN p_started IS NULL THEN -2
 		    WHEN now() - p_started < interval '1 millisecond' THEN 0
-		    ELSE least(99, 1 + floor(4 * log(2.0, (extract(epoch FROM now() - p_started)
-							      * 1000)::numeric)))::smallint END
+		    ELSE least(99, 1 + floor(4 * ln(extract(epoch FROM now() - p_started)::float8
+						    * 1000) / ln(2.0::float8)))::smallint END
 $$;
 
 -- The value a percentile falls on in bucket b: its middle on the log scale
