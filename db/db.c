@@ -603,11 +603,7 @@ void db_pool_free(struct db_pool *p)
 	free(p);
 }
 
-/* A pooled connection the server closed while it sat idle (a restart, a
- * terminated backend) has its end of stream waiting to be read: notice it
- * before handing the connection out, so that its next statement reconnects
- * instead of failing. One poll(2) without waiting. */
-static void drop_if_closed(struct db_conn *c)
+void db_conn_drop_if_closed(struct db_conn *c)
 {
 	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK ||
 	    PQtransactionStatus(c->pg) != PQTRANS_IDLE)
@@ -673,7 +669,7 @@ enum err_code db_pool_acquire(struct db_pool *p, int wait_ms, struct db_conn **o
 		if (rc)
 			return rc;
 	} else {
-		drop_if_closed(c);
+		db_conn_drop_if_closed(c);
 	}
 	*out = c;
 	return ERR_OK;

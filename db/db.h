@@ -87,6 +87,14 @@ void db_set_span_sink(void (*sink)(const char *json, size_t len));
 /* Closes `c`; NULL is a no-op. */
 void db_conn_free(struct db_conn *c);
 
+/* A connection the server closed while it sat idle (a restart, a failover, a
+ * terminated backend) has its end of stream waiting to be read: this notices
+ * it, so that the next statement on `c` (borrowed) connects again instead of
+ * failing. One poll(2) without waiting; nothing when `c` is in a
+ * transaction. Called on pooled connections as they are handed out, and by
+ * the owners of long-lived ones before they use them. */
+void db_conn_drop_if_closed(struct db_conn *c);
+
 /* Checks that `c` answers (`SELECT 1`), reconnecting first if it was lost. */
 enum err_code db_conn_ping(struct db_conn *c, struct err *e);
 

@@ -63,6 +63,10 @@ static void fail(struct submit_job *j, const struct err *e)
 static void submit_batch(struct submitter *s, struct submit_job **jobs, int n)
 {
 	struct err e = {0};
+	/* A connection the server closed since the last batch (a restart, a
+	 * failover) is made again now, not found broken by this batch's clients. */
+	if (s->db != NULL)
+		db_conn_drop_if_closed(s->db);
 	if (s->db == NULL && db_conn_open(s->cfg->database_url, &s->db, &e)) {
 		for (int i = 0; i < n; i++)
 			fail(jobs[i], &e);

@@ -210,3 +210,20 @@ def test_service_recovers_after_postgres_restart(services, pg, webhook):
         svc.api.post("/v1/runs", {"workflow": "wf"})), timeout=30, interval=0.2, message="submit after restart")
     run = svc.api.wait_terminal(rid, timeout=30)
     assert run["status"] == "succeeded" and run["result"] == "after restart"
+
+
+def test_the_first_submission_after_a_postgres_restart_is_accepted(services, pg, webhook):
+    """The submitter's own connection was closed by the restart while it sat
+    idle: it notices before its next batch and connects again, so the first
+    submission once PostgreSQL is back gets 201, not a 503 for a connection
+    that was already gone."""
+    svc = services.start()
+    webhook.route("/steps", StepScript({0: succeed("ok")}))
+    svc.api.put_workflow("wf", webhook.url())
+    assert svc.api.wait_terminal(svc.api.submit("wf", run_id="before")["run_id"])["status"] == "succeeded"
+    pg.restart()
+    wait_until(lambda: svc.api.get("/readyz").status == 200, timeout=30, interval=0.1,
+               message="readyz after postgres restart")
+    r = svc.api.post("/v1/runs", {"workflow": "wf", "run_id": "after"})
+    assert r.status == 201, r
+    assert svc.api.wait_terminal("after", timeout=30)["status"] == "succeeded"
