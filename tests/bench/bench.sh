@@ -360,7 +360,7 @@ if [[ "${BENCH_FLOW:-}" = 1 ]]; then
 		ratios=()
 		for ((k = 1; k <= SCALE_REPEAT; k++)); do
 			ratios+=("$(awk -v a="${R[s7keys_${k}_steps_per_s]}" -v b="${R[s7none_${k}_steps_per_s]}" \
-				'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')")
+				'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
 		done
 		awk -v a="${R[s7keys_steps_per_s]}" -v b="${R[s7none_steps_per_s]}" -v all="$(IFS=,; echo "${ratios[*]}")" \
 			'BEGIN { r = b > 0 ? a / b : 0; printf "ratio of the medians keys/no key: %.3f (target >= 0.8): %s; per round: %s\n", r, (r >= 0.8 ? "PASS" : "MISS"), all }'

@@ -69,7 +69,7 @@ def _key_kept_runs(db):
            " SELECT run_id, workflow, concurrency_key, created_at,"
            " status NOT IN ('succeeded', 'failed', 'cancelled') FROM run"
            " WHERE run_id LIKE 'kept-%' AND concurrency_key IS NOT NULL")
-    db.sql("VACUUM ANALYZE run; VACUUM ANALYZE run_key")
+    db.sql("VACUUM ANALYZE run, run_key")
 
 
 def _explain_every_statement(db):
