@@ -19,8 +19,20 @@
 --   the other filters, db/run.c q_list_key).
 -- - run_key_active: a key's active runs (db/engine/03_submit.sql).
 --
--- The backfill reads run once (its keyed runs), with writes waiting
--- meanwhile: about a second for 200,000 runs.
+--
+-- A key's slots (key_concurrency, hf_claim) are counted the same way: the
+-- claim counts the key's runs that hold one (run.holds_key_slot, through
+-- run_key_slot: an index entry when a keyed step is claimed), under the
+-- key's advisory lock, which only a claim takes. flow_key, the counter row
+-- each keyed step inserted and its settlement deleted (a trigger per run
+-- row, hf_release_key_slot, taking the key's lock), is no longer written or
+-- read; the runs in flight at the upgrade hold their slots through
+-- holds_key_slot. The table stays, unused, so that the engine of the
+-- release before, which runs until the engine is reloaded just after this
+-- migration, finds it: a later migration may drop it.
+--
+-- The backfill and the index read run once (its keyed runs), with writes
+-- waiting meanwhile: about a second for 200,000 runs.
 
 CREATE TABLE run_key (
 	run_id          text PRIMARY KEY,
@@ -40,3 +52,5 @@ CREATE INDEX run_key_active ON run_key (workflow, concurrency_key) WHERE active;
 
 DROP INDEX run_active_key;
 DROP INDEX run_list_key;
+
+CREATE INDEX run_key_slot ON run (workflow, concurrency_key) WHERE holds_key_slot;

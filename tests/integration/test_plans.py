@@ -65,16 +65,18 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
         "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
         "backoff_max_ms, key_concurrency) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, "
         "10, 1);"
-        # every key holds its one slot...
-        "INSERT INTO flow_key (workflow, key, inflight) "
-        "SELECT 'w', 'key' || lpad(g::text, 5, '0'), 1 FROM generate_series(1, %d) g;"
+        # every key holds its one slot (a run of it in flight)...
+        "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
+        "concurrency_key, holds_key_slot) SELECT 'h' || g, 'w', 'running', 'hj' || g, '\\x00', "
+        "0, 3, 'key' || lpad(g::text, 5, '0'), true FROM generate_series(1, %d) g;"
         # ...and has thirty runs queued (but for the first three)
         "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
         "seq, concurrency_key) SELECT 'r' || g || '-' || k, 'w', 'pending', 'j' || g || '-' || k, "
         "'\\x00', 0, 3, g * 100 + k, 'key' || lpad(g::text, 5, '0') FROM generate_series(1, %d) g, "
         "generate_series(1, 30) k;"
-        "DELETE FROM flow_key WHERE key IN ('key00001', 'key00002', 'key00003');"
-        "ANALYZE run; ANALYZE flow_key;"
+        "UPDATE run SET status = 'succeeded', holds_key_slot = false "
+        "WHERE run_id IN ('h1', 'h2', 'h3');"
+        "ANALYZE run;"
         # From the start, the three keys with a free slot get one run each
         # (and the session has compiled the claim).
         "SELECT count(*) FROM hf_claim('test-owner', 10, 60000, NULL) WHERE kind = 'step';"
@@ -88,7 +90,7 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
     blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
     # Now every key is at its limit: the claim passes over 4 x 10 + 16 of
     # them, about 11 blocks each (the lane's probe in a batch of 11, its
-    # key's lock and row), and takes nothing: its one row is the lane where
+    # key's lock and its runs holding a slot), and takes nothing: its one row is the lane where
     # it stopped. A scan would read every page of the table.
     assert plan["Actual Rows"] == 1, plan
     assert pages > 4000, "the table should be large enough to tell (%d pages)" % pages
