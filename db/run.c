@@ -70,9 +70,8 @@ static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE r
  * order and stops after the page (tests/integration/test_size_plans.py):
  * run_list, run_list_workflow, or for ?status=failed or cancelled (with or
  * without ?workflow) run_list_ended and run_list_workflow_ended
- * (migrations/0006), and for ?concurrency_key (alone or with the others)
- * run_list_key (migrations/0007: partial, on the runs that have a key, which
- * "concurrency_key = $4" implies). So one status is an equality (PostgreSQL 15 reads
+ * (migrations/0006); ?concurrency_key (alone or with the others) is
+ * q_list_key below. So one status is an equality (PostgreSQL 15 reads
  * "status = ANY" through an index without its order, and sorts every row
  * that matches), and the cursor is one row comparison, which bounds the
  * index scan (an OR of two comparisons filtered every row before it). These
@@ -88,12 +87,32 @@ static const struct db_stmt q_list = {
 		    " AND ($2::text[] IS NULL OR CASE WHEN cardinality($2::text[]) = 1"
 		    "      THEN r.status = ($2::text[])[1] ELSE r.status = ANY ($2::text[]) END)"
 		    " AND ($3::text IS NULL OR r.group_id = $3)"
-		    " AND ($4::text IS NULL OR r.concurrency_key = $4)"
+		    " AND $4::text IS NULL" /* else q_list_key */
 		    " AND ($5::timestamptz IS NULL OR r.created_at > $5::timestamptz)"
 		    " AND ($6::timestamptz IS NULL OR r.created_at < $6::timestamptz)"
 		    " AND ($7::bigint IS NULL"
 		    "      OR (r.created_at, r.run_id) < (hf_from_us($7::bigint), $8))"
 		    " ORDER BY r.created_at DESC, r.run_id DESC",
+		    "k_created DESC, id DESC", "$9", "$10"),
+	10};
+/* q_list with ?concurrency_key ($4, never NULL here): the keyed runs' own
+ * table run_key (migrations/0012_run_key.sql) read through run_key_list in
+ * the same order from the cursor on, each row's run found by its key; the
+ * other filters apply to the rows read (the run's status and group, the
+ * key row's workflow and creation time, the same as the run's). */
+static const struct db_stmt q_list_key = {
+	"run_list_by_key",
+	DB_PAGE_SQL("SELECT hf_run_text(r) AS item, hf_us(k.created_at) AS ms, k.run_id AS id,"
+		    " k.created_at AS k_created FROM run_key k JOIN run r ON r.run_id = k.run_id"
+		    " WHERE k.concurrency_key = $4"
+		    " AND ($1::text IS NULL OR k.workflow = $1)"
+		    " AND ($2::text[] IS NULL OR r.status = ANY ($2::text[]))"
+		    " AND ($3::text IS NULL OR r.group_id = $3)"
+		    " AND ($5::timestamptz IS NULL OR k.created_at > $5::timestamptz)"
+		    " AND ($6::timestamptz IS NULL OR k.created_at < $6::timestamptz)"
+		    " AND ($7::bigint IS NULL"
+		    "      OR (k.created_at, k.run_id) < (hf_from_us($7::bigint), $8))"
+		    " ORDER BY k.created_at DESC, k.run_id DESC",
 		    "k_created DESC, id DESC", "$9", "$10"),
 	10};
 static const struct db_stmt q_cancel = {"run_cancel", "SELECT outcome, run FROM hf_cancel_run($1)",
@@ -322,7 +341,7 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 			     f->concurrency_key,   f->created_after, f->created_before,
 			     after_id ? us : NULL, after_id,         pp.limit,
 			     pp.max_bytes};
-	PGresult *r = db_exec(c, &q_list, p, e);
+	PGresult *r = db_exec(c, f->concurrency_key != NULL ? &q_list_key : &q_list, p, e);
 	free(after_id);
 	if (r == NULL)
 		return e->code;

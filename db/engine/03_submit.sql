@@ -13,6 +13,19 @@
 -- index, so they also run with enable_seqscan = off: the plan is the same
 -- whatever the table's size when it was made (tests/integration/test_plans.py).
 
+-- The active runs of key p_key of workflow p_workflow (key_mode: skip,
+-- cancel_active, debounce), found through run_key_active
+-- (migrations/0012_run_key.sql) without reading the key's ended runs. The
+-- run's own status is checked too, so that a run_key row left active by an
+-- engine that did not keep it (an instance of an older release during an
+-- upgrade) costs a probe, not a wrong answer.
+CREATE FUNCTION hf_key_active(p_workflow text, p_key text) RETURNS SETOF run
+LANGUAGE sql STABLE AS $$
+	SELECT r.* FROM run_key k JOIN run r ON r.run_id = k.run_id
+	WHERE k.workflow = p_workflow AND k.concurrency_key = p_key AND k.active
+	  AND r.status NOT IN ('succeeded', 'failed', 'cancelled')
+$$;
+
 -- Submits one run. Returns 'created', 'duplicate', 'input_mismatch',
 -- 'skipped' (key_mode skip: its key has an active run; nothing written) or
 -- 'workflow_not_found'. With a concurrency key and a workflow key_mode other
@@ -48,6 +61,7 @@ DECLARE
 	old_hash bytea;
 	prev text;
 	first_at timestamptz;
+	created timestamptz;
 BEGIN
 	SELECT * INTO w FROM workflow WHERE name = p_workflow FOR KEY SHARE;
 	IF NOT FOUND THEN
@@ -58,21 +72,16 @@ BEGIN
 			hashtextextended('key/' || p_workflow || '/' || p_concurrency_key, 724392));
 		IF NOT EXISTS (SELECT 1 FROM run WHERE run_id = p_run_id) THEN
 			IF w.key_mode = 'skip' THEN
-				IF EXISTS (SELECT 1 FROM run r WHERE r.workflow = p_workflow
-					   AND r.concurrency_key = p_concurrency_key
-					   AND r.status NOT IN ('succeeded', 'failed', 'cancelled')) THEN
+				IF EXISTS (SELECT 1 FROM hf_key_active(p_workflow, p_concurrency_key)) THEN
 					RETURN 'skipped';
 				END IF;
 			ELSIF w.key_mode = 'cancel_active' THEN
 				PERFORM hf_cancel(r.run_id, 'superseded by ' || p_run_id)
-				FROM run r WHERE r.workflow = p_workflow
-				  AND r.concurrency_key = p_concurrency_key
-				  AND r.status NOT IN ('succeeded', 'failed', 'cancelled');
+				FROM hf_key_active(p_workflow, p_concurrency_key) r;
 			ELSE  -- debounce
 				SELECT r.run_id, r.debounce_first_at INTO prev, first_at
-				FROM run r WHERE r.workflow = p_workflow
-				  AND r.concurrency_key = p_concurrency_key AND r.status = 'scheduled'
-				  AND r.debounce_first_at IS NOT NULL
+				FROM hf_key_active(p_workflow, p_concurrency_key) r
+				WHERE r.status = 'scheduled' AND r.debounce_first_at IS NOT NULL
 				ORDER BY r.created_at DESC LIMIT 1;
 				IF prev IS NOT NULL THEN
 					PERFORM hf_cancel(prev, 'superseded by ' || p_run_id);
@@ -104,13 +113,17 @@ BEGIN
 		CASE WHEN p_trace->>'trace_id' IS NOT NULL THEN p_trace->>'tracestate' END,
 		CASE WHEN due > now() THEN now() END)
 	ON CONFLICT (run_id) DO NOTHING
-	RETURNING run_id INTO inserted;
+	RETURNING run_id, created_at INTO inserted, created;
 	IF inserted IS NULL THEN
 		SELECT input_hash INTO old_hash FROM run WHERE run_id = p_run_id;
 		IF old_hash = p_input_hash THEN
 			RETURN 'duplicate';
 		END IF;
 		RETURN 'input_mismatch';
+	END IF;
+	IF p_concurrency_key IS NOT NULL THEN
+		INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)
+		VALUES (p_run_id, p_workflow, p_concurrency_key, created, true);
 	END IF;
 	PERFORM hf_apply_kv(p_kv);
 	PERFORM hf_notify_due(due);
@@ -147,9 +160,8 @@ BEGIN
 		IF outcome IN ('created', 'duplicate') THEN
 			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;
 		ELSIF outcome = 'skipped' THEN
-			SELECT hf_run_json(r) INTO run_json FROM run r
-			WHERE r.workflow = wf AND r.concurrency_key = it->>'concurrency_key'
-			  AND r.status NOT IN ('succeeded', 'failed', 'cancelled')
+			SELECT hf_run_json(r) INTO run_json
+			FROM hf_key_active(wf, it->>'concurrency_key') r
 			ORDER BY r.created_at LIMIT 1;
 		END IF;
 		RETURN NEXT;

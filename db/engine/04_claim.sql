@@ -22,8 +22,8 @@
 --
 -- A lane that may not run now is passed over with one index probe, without
 -- reading its runs: a paused workflow, one at its max_concurrency (a slot
--- counter on its row), a key at the workflow's key_concurrency (a slot
--- counter in flow_key), a workflow or key whose rate limit allows no call
+-- counter on its row), a key at the workflow's key_concurrency (its runs
+-- holding a slot, counted through run_key_slot), a workflow or key whose rate limit allows no call
 -- now (the start times of the period's calls in flow_rate; the claimers'
 -- timers are told when the window opens), a workflow whose endpoint may
 -- start no call now: p_room is {"<endpoint>": calls it may still start}
@@ -33,7 +33,7 @@
 -- a row another transaction holds is passed over this time (never waited
 -- for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
--- (hf_release_slot, hf_release_key_slot).
+-- (hf_release_slot; a key's slot by the mark's clearing: migrations/0012).
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
 			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
@@ -181,17 +181,21 @@ BEGIN
 					  WHEN w.key_mode = 'cancel_active' THEN 1 ELSE 0 END AS kc
 			      FROM unnest(buf_w, buf_k) WITH ORDINALITY AS t(w, k, n)
 			      LEFT JOIN workflow w ON w.name = t.w) x;
-			-- Then, locks held, the counts: exact, as every change of a
-			-- key's count holds its lock (hf_release_key_slot too); a key
-			-- without a row holds no slot.
+			-- Then, locks held, the counts: the key's runs that hold a
+			-- slot (run_key_slot, at most the limit read). Only a claim
+			-- holding the key's lock takes a slot, so none is taken
+			-- meanwhile; a slot given back meanwhile (a settlement) is
+			-- seen by the next claim.
 			buf_free := array_fill(NULL::integer, ARRAY[cardinality(buf_w)]);
 			IF EXISTS (SELECT 1 FROM unnest(buf_kc) c WHERE c <> 0) THEN
 				SELECT array_agg(CASE WHEN buf_kc[t.n] < 0 THEN 0
 						      WHEN buf_kc[t.n] > 0
-						      THEN greatest(buf_kc[t.n] - coalesce(f.inflight, 0), 0) END
+						      THEN greatest(buf_kc[t.n] - (SELECT count(*) FROM (
+								SELECT 1 FROM run f WHERE f.holds_key_slot
+								  AND f.workflow = t.w AND f.concurrency_key = t.k
+								LIMIT buf_kc[t.n]) h)::integer, 0) END
 						 ORDER BY t.n) INTO buf_free
-				FROM unnest(buf_w, buf_k) WITH ORDINALITY AS t(w, k, n)
-				LEFT JOIN flow_key f ON f.workflow = t.w AND f.key = t.k;
+				FROM unnest(buf_w, buf_k) WITH ORDINALITY AS t(w, k, n);
 			END IF;
 		END IF;
 		skip_wf := false;
@@ -377,8 +381,8 @@ BEGIN
 		END LOOP;
 	END LOOP;
 
-	-- The counters, for what was taken: a capped workflow's slots, the key
-	-- slots (one statement), the rate windows.
+	-- The counters, for what was taken: a capped workflow's slots, the rate
+	-- windows (a key's slots are its runs marked holds_key_slot below).
 	FOR i IN 1 .. cardinality(caps) LOOP
 		q := 0;
 		FOR t_k IN 1 .. cardinality(lane_p) LOOP
@@ -390,12 +394,6 @@ BEGIN
 			UPDATE workflow SET inflight = inflight + q WHERE name = caps[i];
 		END IF;
 	END LOOP;
-	IF cardinality(key_ids) > 0 THEN
-		INSERT INTO flow_key AS f (workflow, key, inflight)
-		SELECT lane_w[t.i], lane_k[t.i], lane_got[t.i] FROM generate_subscripts(lane_p, 1) AS t(i)
-		WHERE lane_room[t.i] IS NOT NULL AND lane_got[t.i] > 0
-		ON CONFLICT (workflow, key) DO UPDATE SET inflight = f.inflight + EXCLUDED.inflight;
-	END IF;
 	FOR r_i IN 1 .. cardinality(rates) LOOP
 		q := 0;
 		FOR t_k IN 1 .. cardinality(lane_p) LOOP

@@ -54,6 +54,7 @@ DECLARE
 	sts text[];
 	kv_ords bigint[];
 	done text[];
+	keyed_done text[];
 	dead text[];
 	cb_runs text[];
 	grp text[];
@@ -289,7 +290,7 @@ BEGIN
 		RETURNING d.ord, d.rid, d.res, rr.parent_run_id, rr.depth, d.children, rr.schedule_id,
 			  d.o_step, d.o_attempt, d.o_generation, d.o_job_id, d.o_payload,
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
-			  rr.status AS st, rr.workflow, rr.group_id, d.hist, d.dead,
+			  rr.status AS st, rr.workflow, rr.group_id, rr.concurrency_key, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
 			  CASE WHEN d.advance THEN coalesce(d.payload, 'null') END AS output,
 			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
@@ -330,6 +331,7 @@ BEGIN
 	SELECT array_agg(u.ord), array_agg(u.rid), array_agg(u.st),
 	       array_agg(u.ord ORDER BY u.ord) FILTER (WHERE u.has_kv),
 	       array_agg(u.rid) FILTER (WHERE u.term),
+	       array_agg(u.rid) FILTER (WHERE u.term AND u.concurrency_key IS NOT NULL),
 	       array_agg(u.rid) FILTER (WHERE u.dead),
 	       array_agg(u.rid) FILTER (WHERE u.cb_url IS NOT NULL),
 	       array_agg(DISTINCT u.group_id) FILTER (WHERE u.term AND u.group_id IS NOT NULL),
@@ -344,9 +346,15 @@ BEGIN
 					    'step', u.o_step, 'attempt', u.o_attempt, 'depth', u.depth,
 					    'children', u.children))
 		   FILTER (WHERE u.st = 'waiting' AND u.children IS NOT NULL)
-	INTO ords, rids, sts, kv_ords, done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
+	INTO ords, rids, sts, kv_ords, done, keyed_done, dead, cb_runs, grp, sched, queued, waiting, unwaited,
 	     parents, schedules, cancelled, spawn
 	FROM u;
+
+	-- A keyed run that ended is no longer among its key's active runs
+	-- (run_key, migrations/0012_run_key.sql).
+	IF keyed_done IS NOT NULL THEN
+		UPDATE run_key SET active = false WHERE run_key.run_id = ANY (keyed_done);
+	END IF;
 
 	-- Children: those the outcomes start, and the waits of the parents of
 	-- the runs that ended.

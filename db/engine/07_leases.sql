@@ -90,29 +90,3 @@ CREATE TRIGGER run_release_slot AFTER UPDATE OF holds_slot ON run
 CREATE TRIGGER run_release_slot_delete AFTER DELETE ON run
 	FOR EACH ROW WHEN (OLD.holds_slot)
 	EXECUTE FUNCTION hf_release_slot();
-
--- Releases the key slot a step call held (key_concurrency, hf_claim): a
--- key's flow_key row exists only while one of its runs holds a slot. Every
--- change of a key's count holds the key's advisory lock, so that a claim
--- holding it reads the count exactly.
-CREATE FUNCTION hf_release_key_slot() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_advisory_xact_lock(hashtextextended(OLD.workflow || '/' || OLD.concurrency_key,
-						       724391));
-	DELETE FROM flow_key WHERE workflow = OLD.workflow AND key = OLD.concurrency_key
-		AND inflight <= 1;
-	IF NOT FOUND THEN
-		UPDATE flow_key SET inflight = inflight - 1
-		WHERE workflow = OLD.workflow AND key = OLD.concurrency_key;
-	END IF;
-	RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER run_release_key_slot AFTER UPDATE OF holds_key_slot ON run
-	FOR EACH ROW WHEN (OLD.holds_key_slot AND NOT NEW.holds_key_slot)
-	EXECUTE FUNCTION hf_release_key_slot();
-CREATE TRIGGER run_release_key_slot_delete AFTER DELETE ON run
-	FOR EACH ROW WHEN (OLD.holds_key_slot)
-	EXECUTE FUNCTION hf_release_key_slot();

@@ -10,7 +10,8 @@
 -- its key), in the run's trace, or in p_trace
 -- ({"trace_id", "parent_span_id", "tracestate"}: a group's re-submission
 -- places its members in the request's trace) when given; a run that ended
--- before it had a trace (migrations/0010_traces.sql) starts one.
+-- before it had a trace (migrations/0010_traces.sql) starts one. A keyed run
+-- is active again for key_mode (run_key, migrations/0012_run_key.sql).
 CREATE FUNCTION hf_restart(r run, from_step integer, p_payload jsonb,
 			   p_trace jsonb DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -33,6 +34,9 @@ BEGIN
 		span_started_at = now(), waited_since = NULL,
 		updated_at = now()
 	WHERE run_id = r.run_id;
+	IF r.concurrency_key IS NOT NULL THEN
+		UPDATE run_key SET active = true WHERE run_id = r.run_id;
+	END IF;
 	PERFORM pg_notify('hookflow_wake', '');
 END
 $$;

@@ -51,19 +51,26 @@ BEGIN
 		FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord);
 	END IF;
 
-	-- New member runs, in one statement.
-	INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
-			 priority, max_attempts, seq, next_at, group_id, group_key, concurrency_key,
-			 trace_id, parent_span_id, tracestate)
-	SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
-		decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
-		coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
-		nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key',
-		(tr->>'trace_id')::uuid, tr->>'parent_span_id', tr->>'tracestate'
-	FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
-	ORDER BY x.ord
-	ON CONFLICT (run_id) DO NOTHING;
-	GET DIAGNOSTICS n = ROW_COUNT;
+	-- New member runs, in one statement, with the keys of the keyed ones
+	-- (run_key, migrations/0012_run_key.sql).
+	WITH ins AS (
+		INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
+				 priority, max_attempts, seq, next_at, group_id, group_key,
+				 concurrency_key, trace_id, parent_span_id, tracestate)
+		SELECT x.m->>'run_id', p_workflow, 'pending', hf_new_id(), x.m->'input',
+			decode(x.m->>'input_hash', 'hex'), coalesce(x.m->'headers', '{}'),
+			coalesce(p_priority, w.priority), coalesce(p_max_attempts, w.max_attempts),
+			nextval('hf_seq'), now(), p_group_id, x.m->>'key', x.m->>'concurrency_key',
+			(tr->>'trace_id')::uuid, tr->>'parent_span_id', tr->>'tracestate'
+		FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord)
+		ORDER BY x.ord
+		ON CONFLICT (run_id) DO NOTHING
+		RETURNING run_id, workflow, concurrency_key, created_at),
+	keyed AS (
+		INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)
+		SELECT i.run_id, i.workflow, i.concurrency_key, i.created_at, true FROM ins i
+		WHERE i.concurrency_key IS NOT NULL)
+	SELECT count(*) INTO n FROM ins;
 
 	-- Members whose last termination is not a success run again.
 	IF NOT created THEN

@@ -3,7 +3,7 @@
 -- are never touched.
 
 -- Deletes terminated runs `ids` (locked by the caller) with their history,
--- memos, replay records and finished callbacks.
+-- memos, replay records, finished callbacks and keys (run_key).
 CREATE FUNCTION hf_delete_runs(ids text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -11,6 +11,7 @@ BEGIN
 	DELETE FROM memo WHERE run_id = ANY (ids);
 	DELETE FROM step_output WHERE run_id = ANY (ids);
 	DELETE FROM callback WHERE run_id = ANY (ids) AND status IN ('done', 'dead');
+	DELETE FROM run_key WHERE run_id = ANY (ids);
 	DELETE FROM run WHERE run_id = ANY (ids);
 END
 $$;

@@ -76,6 +76,12 @@
 #                            medians of both and their ratio (target >= 0.9);
 #                            BENCH_TRACES_BASE=BINARY runs the side without spans
 #                            with BINARY (an earlier build: what traces cost in all)
+#   BENCH_FLOW=1             instead of the scenarios above: scenario 7 alone (10,000
+#                            keys with key_concurrency 2 against no key, alternately
+#                            SCALE_REPEAT times each, 5), then the medians of both,
+#                            their ratio (target >= 0.8) and CPU per step;
+#                            BENCH_FLOW_BASE=BINARY runs both sides with BINARY (an
+#                            earlier build) too, in turn with this one, in each round
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -319,6 +325,69 @@ if [[ "${BENCH_TRACES:-}" = 1 ]]; then
 		awk -v a="${R[ton_steps_per_s]}" -v b="${R[toff_steps_per_s]}" \
 			'BEGIN { r = b > 0 ? a / b : 0; printf "ratio exported/off: %.3f (target >= 0.9): %s\n", r, (r >= 0.9 ? "PASS" : "MISS") }'
 	} | tee "$out/traces.txt"
+	exit 0
+fi
+
+# BENCH_FLOW: scenario 7 alone (keys against no key, alternately,
+# SCALE_REPEAT times each); prints the medians, their ratio and the CPU per
+# step of both sides, and exits. With BENCH_FLOW_BASE=BINARY each round runs
+# both sides with BINARY (an earlier build) too, in turn with this one.
+if [[ "${BENCH_FLOW:-}" = 1 ]]; then
+	this_bin=$bin
+	flow_base=${BENCH_FLOW_BASE:-}
+	[[ -z "$flow_base" || -x "$flow_base" ]] || die "BENCH_FLOW_BASE=$flow_base is not an executable"
+	sides=(s7none s7keys)
+	[[ -n "$flow_base" ]] && sides=(b7none b7keys s7none s7keys)
+	for ((k = 1; k <= SCALE_REPEAT; k++)); do
+		if [[ -n "$flow_base" ]]; then
+			bin=$flow_base
+			throughput "flow_base_none_$k" "$RUNS10" "$STEPS" "b7none_$k" 1
+			throughput "flow_base_keys_$k" "$RUNS10" "$STEPS" "b7keys_$k" 1 0 10000
+			bin=$this_bin
+		fi
+		throughput "flow_none_$k" "$RUNS10" "$STEPS" "s7none_$k" 1
+		throughput "flow_keys_$k" "$RUNS10" "$STEPS" "s7keys_$k" 1 0 10000
+	done
+	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
+	{
+		echo "flow: $RUNS10 runs of $STEPS steps, one instance, 10,000 keys with key_concurrency 2" \
+			"against no key, medians of $SCALE_REPEAT alternated rounds"
+		echo "this build: $this_bin${flow_base:+; base: $flow_base}"
+		printf '%-10s %14s %10s %10s %10s   %s\n' side transitions/s hf_us pg_us wal_b \
+			'all runs: transitions/s; hf_us; pg_us'
+		for p in "${sides[@]}"; do
+			cols=() all=() hfs=() pgs=()
+			for f in steps_per_s hf_us pg_us wal_b; do
+				vals=()
+				for ((k = 1; k <= SCALE_REPEAT; k++)); do vals+=("${R[${p}_${k}_$f]}"); done
+				cols+=("$(median "${vals[@]}")")
+			done
+			for ((k = 1; k <= SCALE_REPEAT; k++)); do
+				all+=("${R[${p}_${k}_steps_per_s]}")
+				hfs+=("${R[${p}_${k}_hf_us]}")
+				pgs+=("${R[${p}_${k}_pg_us]}")
+			done
+			R[${p}_steps_per_s]=${cols[0]}
+			printf '%-10s %14s %10s %10s %10s   %s; %s; %s\n' \
+				"$([[ $p = b* ]] && echo base || echo this) $([[ $p = *none ]] && echo none || echo keys)" \
+				"${cols[@]}" "$(IFS=,; echo "${all[*]}")" "$(IFS=,; echo "${hfs[*]}")" \
+				"$(IFS=,; echo "${pgs[*]}")"
+		done
+		for pre in ${flow_base:+b7} s7; do
+			ratios=()
+			for ((k = 1; k <= SCALE_REPEAT; k++)); do
+				ratios+=("$(awk -v a="${R[${pre}keys_${k}_steps_per_s]}" -v b="${R[${pre}none_${k}_steps_per_s]}" \
+					'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
+			done
+			awk -v a="${R[${pre}keys_steps_per_s]}" -v b="${R[${pre}none_steps_per_s]}" \
+				-v all="$(IFS=,; echo "${ratios[*]}")" -v who="$([[ $pre = b7 ]] && echo base || echo this)" \
+				'BEGIN { r = b > 0 ? a / b : 0; printf "%s: ratio of the medians keys/no key: %.3f (target >= 0.8): %s; per round: %s\n", who, r, (r >= 0.8 ? "PASS" : "MISS"), all }'
+		done
+		if [[ -n "$flow_base" ]]; then
+			awk -v a="${R[s7none_steps_per_s]}" -v b="${R[b7none_steps_per_s]}" \
+				'BEGIN { printf "no key, this/base: %.3f (target: within 5%%)\n", (b > 0 ? a / b : 0) }'
+		fi
+	} | tee "$out/flow.txt"
 	exit 0
 fi
 

@@ -121,3 +121,33 @@ def release_binary(version):
         raise ReleaseError("%s is not release %s: `hookflow version` printed %r (exit %d); delete it to rebuild"
                            % (dest, version, r.stdout.decode("utf-8", "replace"), r.returncode))
     return dest
+
+
+def binary_before(path):
+    """Path of the `hookflow` binary built from the commit before the one that
+    added `path` (a migration, say): the schema that migration upgrades from,
+    for a test of the upgrade with runs in flight that release 0.1.0 cannot
+    make (its features came after it). Built and cached like a release's, as
+    build/release/before-<file name>/<commit>/hookflow. Raises ReleaseError
+    with the reason when it cannot be had."""
+    name = os.path.basename(path)
+    r = _git("log", "--diff-filter=A", "--format=%H", "--", path)
+    added = r.stdout.decode().split()
+    if r.returncode != 0 or not added:
+        raise ReleaseError("no commit of this repository's history adds %s (%s): the build "
+                           "before it cannot be made" % (path, r.stderr.decode().strip()))
+    r = _git("rev-parse", "--verify", added[-1] + "^")
+    if r.returncode != 0:
+        raise ReleaseError("the commit that adds %s (%s) has no parent in this repository's "
+                           "history: %s" % (path, added[-1], r.stderr.decode().strip()))
+    commit = r.stdout.decode().strip()
+    top = os.path.join(REPO, "build", "release", "before-" + name)
+    dest = os.path.join(top, commit, "hookflow")
+    if os.access(dest, os.X_OK):
+        return dest
+    os.makedirs(top, exist_ok=True)
+    with open(os.path.join(top, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.access(dest, os.X_OK):
+            _build("before-" + name, commit, dest)
+    return dest

@@ -75,7 +75,7 @@ def test_key_concurrency_holds_across_two_instances(services, webhook, db):
     assert counter.total_peak > 2, counter.total_peak
     assert counter.peak[None] > 2, "runs without a key were held to key_concurrency: %r" % counter.peak
     # Every key slot was given back.
-    assert db.scalar("SELECT count(*) FROM flow_key") == "0"
+    assert db.scalar("SELECT count(*) FROM run WHERE holds_key_slot") == "0"
 
 
 def test_a_key_with_a_backlog_does_not_delay_another_key(services, webhook, db):

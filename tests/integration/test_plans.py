@@ -7,6 +7,8 @@ connection."""
 import json
 import subprocess
 
+from harness import wait_until
+
 OLD_RUNS = 40000
 
 
@@ -63,16 +65,18 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
         "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
         "backoff_max_ms, key_concurrency) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, "
         "10, 1);"
-        # every key holds its one slot...
-        "INSERT INTO flow_key (workflow, key, inflight) "
-        "SELECT 'w', 'key' || lpad(g::text, 5, '0'), 1 FROM generate_series(1, %d) g;"
+        # every key holds its one slot (a run of it in flight)...
+        "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
+        "concurrency_key, holds_key_slot) SELECT 'h' || g, 'w', 'running', 'hj' || g, '\\x00', "
+        "0, 3, 'key' || lpad(g::text, 5, '0'), true FROM generate_series(1, %d) g;"
         # ...and has thirty runs queued (but for the first three)
         "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
         "seq, concurrency_key) SELECT 'r' || g || '-' || k, 'w', 'pending', 'j' || g || '-' || k, "
         "'\\x00', 0, 3, g * 100 + k, 'key' || lpad(g::text, 5, '0') FROM generate_series(1, %d) g, "
         "generate_series(1, 30) k;"
-        "DELETE FROM flow_key WHERE key IN ('key00001', 'key00002', 'key00003');"
-        "ANALYZE run; ANALYZE flow_key;"
+        "UPDATE run SET status = 'succeeded', holds_key_slot = false "
+        "WHERE run_id IN ('h1', 'h2', 'h3');"
+        "ANALYZE run;"
         # From the start, the three keys with a free slot get one run each
         # (and the session has compiled the claim).
         "SELECT count(*) FROM hf_claim('test-owner', 10, 60000, NULL) WHERE kind = 'step';"
@@ -86,9 +90,86 @@ def test_a_claim_among_ten_thousand_keys_reads_a_bounded_part_of_the_queue(hookf
     blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
     # Now every key is at its limit: the claim passes over 4 x 10 + 16 of
     # them, about 11 blocks each (the lane's probe in a batch of 11, its
-    # key's lock and row), and takes nothing: its one row is the lane where
+    # key's lock and its runs holding a slot), and takes nothing: its one row is the lane where
     # it stopped. A scan would read every page of the table.
     assert plan["Actual Rows"] == 1, plan
     assert pages > 4000, "the table should be large enough to tell (%d pages)" % pages
     assert blocks < 1000, "a claim among %d keys touched %d blocks of a %d-page table" % (
         KEYS, blocks, pages)
+
+
+ENDED_KEYED = 40000
+
+
+def _run_key_reads(db):
+    """idx_scan of run_key's two indexes and seq_scan of run_key, as the
+    statistics show them (every session's counts flushed)."""
+    rows = db.sql("SELECT indexrelname, idx_scan FROM pg_stat_user_indexes "
+                  "WHERE relname = 'run_key' UNION ALL "
+                  "SELECT 'seq_scan', seq_scan FROM pg_stat_user_tables WHERE relname = 'run_key'")
+    return {name: int(n) for name, n in rows}
+
+
+def test_a_keys_active_runs_and_its_list_are_read_through_run_key_among_its_ended_runs(
+        hookflow_bin, db, services):
+    """key_mode's lookup of a key's active runs (hf_key_active: skip,
+    cancel_active, debounce) and GET /v1/runs?concurrency_key= read the keyed
+    runs' own table through its indexes (migrations/0012_run_key.sql:
+    run_key_active, run_key_list), not the run table's, and do not read the
+    key's ended runs: with 40,000 of them kept, a submission that its key's
+    one active run makes skip reads a few blocks, and so does a page of the
+    key's list."""
+    _migrate(hookflow_bin, db)
+    # 40,000 ended runs of key 'hot' with their run_key rows (as the
+    # migration's backfill writes them), then one active run of it, submitted.
+    db.sql(
+        "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+        "backoff_max_ms, key_mode) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10, "
+        "'skip');"
+        "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
+        "concurrency_key, created_at, finished_at) SELECT 'old' || g, 'w', 'succeeded', 'o' || g, "
+        "'\\x00', 0, 3, 'hot', now() - interval '1 day' + g * interval '1 ms', now() "
+        "FROM generate_series(1, %d) g;"
+        "INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active) "
+        "SELECT run_id, workflow, concurrency_key, created_at, false FROM run;"
+        "SELECT hf_submit('live', 'w', '1', '\\x01', NULL, NULL, NULL, now() + interval '1 hour', "
+        "NULL, NULL, NULL, NULL, 'hot');" % ENDED_KEYED)
+    db.sql("VACUUM ANALYZE run")
+    db.sql("VACUUM ANALYZE run_key")
+    assert db.sql("SELECT active, count(*) FROM run_key GROUP BY 1 ORDER BY 1") == [
+        ["f", str(ENDED_KEYED)], ["t", "1"]]
+    before = _run_key_reads(db)
+
+    # skip: the new submission finds the live run and writes nothing (once
+    # to compile the function in the session, then measured)
+    submit = ("SELECT hf_submit('new', 'w', '2', '\\x02', NULL, NULL, NULL, NULL, NULL, NULL, "
+              "NULL, NULL, 'hot');")
+    rows = db.sql(submit + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + submit)
+    assert rows[0] == ["skipped"], rows[:2]
+    plan = json.loads("\n".join(r[0] for r in rows[1:]))[0]["Plan"]
+    assert db.scalar("SELECT count(*) FROM run WHERE run_id = 'new'") == "0"
+    blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    pages = int(db.scalar("SELECT pg_relation_size('run_key') / 8192"))
+    assert pages > 200, "run_key should be large enough to tell (%d pages)" % pages
+    assert blocks < 100, "a skip among %d ended runs of its key touched %d blocks" % (
+        ENDED_KEYED, blocks)
+
+    # the list of the key, newest first, a page deep
+    svc = services.start()
+    page = svc.api.get("/v1/runs", params={"concurrency_key": "hot", "limit": "10"})
+    assert page.status == 200, page
+    assert [r["run_id"] for r in page.body["runs"]] == (
+        ["live"] + ["old%d" % g for g in range(ENDED_KEYED, ENDED_KEYED - 9, -1)])
+    nxt = svc.api.get("/v1/runs", params={"concurrency_key": "hot", "limit": "10",
+                                          "cursor": page.body["next_cursor"]})
+    assert [r["run_id"] for r in nxt.body["runs"]] == [
+        "old%d" % g for g in range(ENDED_KEYED - 9, ENDED_KEYED - 19, -1)]
+    svc.stop()
+
+    # the statistics: each lookup read its index of run_key, none read
+    # the table in full (the counts of the sessions that ended are flushed)
+    wait_until(lambda: _run_key_reads(db)["run_key_list"] >= before["run_key_list"] + 2,
+               timeout=15, message="the list's reads of run_key_list counted")
+    after = _run_key_reads(db)
+    assert after["run_key_active"] >= before["run_key_active"] + 2, (before, after)
+    assert after["seq_scan"] == before["seq_scan"], (before, after)

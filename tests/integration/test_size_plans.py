@@ -30,7 +30,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 KEPT_SQL = os.path.join(REPO, "tests", "bench", "kept_runs.sql")
 KEPT_RUNS = 20000          # x STEPS history rows, a few seconds to write
 STEPS = 10
-HOT_TABLES = ("run", "step_attempt", "callback")
+HOT_TABLES = ("run", "step_attempt", "callback", "run_key")
 # What a statement's node may read of a hot table: a page of a list (101
 # rows) or a batch of claims or settlements reads a few hundred; a walk over
 # the kept runs reads KEPT_RUNS.
@@ -64,7 +64,12 @@ def _key_kept_runs(db):
     workflows); the other half have none, as runs submitted without one."""
     db.sql("UPDATE run SET concurrency_key = 'cust-' || (substr(run_id, 6)::integer / 2 %% %d)"
            " WHERE run_id LIKE 'kept-%%' AND substr(run_id, 6)::integer %% 2 = 0" % KEYS)
-    db.sql("VACUUM ANALYZE run")
+    # and their rows in run_key, as hf_submit writes them (migrations/0012)
+    db.sql("INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)"
+           " SELECT run_id, workflow, concurrency_key, created_at,"
+           " status NOT IN ('succeeded', 'failed', 'cancelled') FROM run"
+           " WHERE run_id LIKE 'kept-%' AND concurrency_key IS NOT NULL")
+    db.sql("VACUUM ANALYZE run, run_key")
 
 
 def _explain_every_statement(db):
@@ -268,7 +273,8 @@ def test_with_many_runs_kept_every_statement_hookflow_sends_reads_through_an_ind
         # the API's writes this test makes
         "hf_signal", "hf_cancel_run", "hf_rerun", "hf_cancel_many",
         # the API's reads (db/run.c) and /metrics (db/stats.c)
-        "FROM run r WHERE ($1::text IS NULL", "FROM step_attempt a WHERE a.run_id = $1",
+        "FROM run r WHERE ($1::text IS NULL", "FROM run_key k JOIN run r",
+        "FROM step_attempt a WHERE a.run_id = $1",
         "FROM run r WHERE r.run_id = $1", "count(*) FROM run",
         # the dashboard's figures (db/series.c)
         "FROM step_stats s WHERE s.workflow = $1", "FROM step_stats s WHERE s.minute",

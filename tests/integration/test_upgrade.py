@@ -15,7 +15,12 @@ the upgrade however the engine inside changes.
 - test_stop_old_start_new_under_load_loses_nothing: 0.1.0 serving while runs
   are submitted continuously is stopped with SIGTERM (it drains) and the new
   binary is started on the same database and port; every acknowledged run
-  succeeds, no step is settled twice, no submission gets a 500."""
+  succeeds, no step is settled twice, no submission gets a 500.
+- test_keyed_runs_in_flight_keep_their_key_across_the_run_key_migration: the
+  build before migrations/0012_run_key.sql (0.1.0 has no flow-control keys)
+  leaves keyed runs running, pending behind their key's slot and ended, and is
+  killed; the new binary lists them by key, counts the active ones for
+  key_mode skip, and finishes them."""
 
 import collections
 import http.client
@@ -30,7 +35,7 @@ from harness import Api, Hang, Reply, cont, fail, iso_to_epoch, sql_quote, succe
 from helpers_issue3 import kv_item, signal_outcome, wait_signal
 from helpers_issue4 import (counts, dead_letter_list, get_group, member_run_id, put_group, q,
                             wait_group_terminal)
-from releases import ReleaseError, release_binary
+from releases import ReleaseError, binary_before, release_binary
 
 LEASE_MS = "2000"         # a killed instance's calls are delivered again quickly
 TOKEN = "upgrade-test-token-0123456789"
@@ -497,3 +502,56 @@ def test_stop_old_start_new_under_load_loses_nothing(services, db, webhook, rele
     assert new.stop(signal.SIGTERM) == 0
     print("upgrade under load: %d runs acknowledged (%d by 0.1.0), switch %.2fs, not acknowledged: %r"
           % (len(acked), by_old, switch_s, dict(refused)))
+
+
+@pytest.fixture(scope="module")
+def before_run_key():
+    try:
+        return binary_before("migrations/0012_run_key.sql")
+    except ReleaseError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def test_keyed_runs_in_flight_keep_their_key_across_the_run_key_migration(
+        services, db, webhook, before_run_key):
+    env = dict(HOOKFLOW_LEASE_MS=LEASE_MS, HOOKFLOW_API_TOKENS=TOKEN)
+    old = services.start(binary=before_run_key, **env)
+    api = old.api
+    steps = Steps(default=lambda r: succeed(r.run_id))
+    for rid in ("key-held", "skip-held"):  # in flight at the kill, then delivered again
+        steps.on(rid, lambda r: Hang(max_s=60) if r.attempt == 1 else succeed(r.run_id))
+    webhook.route("/steps", steps)
+    api.put_workflow("up-keyq", webhook.url("/steps"), timeout_ms=30000, key_concurrency=1)
+    api.put_workflow("up-keyskip", webhook.url("/steps"), timeout_ms=30000, key_mode="skip")
+    api.submit("up-keyq", run_id="key-ended", concurrency_key="k2")
+    assert api.wait_terminal("key-ended")["status"] == "succeeded"
+    api.submit("up-keyq", run_id="key-held", concurrency_key="k1")
+    api.submit("up-keyskip", run_id="skip-held", concurrency_key="s1")
+    held = {rid: webhook.wait_requests(1, run_id=rid)[0] for rid in ("key-held", "skip-held")}
+    api.submit("up-keyq", run_id="key-queued", concurrency_key="k1")  # behind key-held's slot
+    assert api.run("key-queued")["status"] == "pending"
+
+    assert old.kill() == -signal.SIGKILL
+    for rid, req in held.items():
+        assert req.disconnected.wait(5), "the call of %s stayed open after the kill" % rid
+    new = services.start(**env)
+    api = new.api
+
+    # The keys' lists, newest first, and key_mode skip sees the active run.
+    def listed(key):
+        r = api.get("/v1/runs", params={"concurrency_key": key})
+        assert r.status == 200, r
+        return [x["run_id"] for x in r.body["runs"]]
+    assert listed("k1") == ["key-queued", "key-held"]
+    assert listed("k2") == ["key-ended"]
+    r = api.post("/v1/runs", {"workflow": "up-keyskip", "run_id": "skip-new",
+                              "concurrency_key": "s1"})
+    assert r.status == 200 and r.body["skipped"] is True and r.body["run_id"] == "skip-held", r
+    # Every run finishes: the held calls are delivered again once their
+    # lease runs out, the queued run takes its key's slot after them.
+    for rid in ("key-held", "skip-held", "key-queued"):
+        assert api.wait_terminal(rid, timeout=30)["status"] == "succeeded"
+    # The key's run ended: a submission with it starts again.
+    api.submit("up-keyskip", run_id="skip-after", concurrency_key="s1")
+    assert api.wait_terminal("skip-after")["status"] == "succeeded"
+    assert listed("s1") == ["skip-after", "skip-held"]
