@@ -259,6 +259,37 @@ static enum err_code load_engine(struct db_conn *c, void *arg, struct err *e)
 	return run_sql(c, "NOTIFY hookflow_engine", e);
 }
 
+/* Whether migration `name` is among the `recorded` versions (NULL: none). */
+static bool recorded(const PGresult *recorded, const char *name)
+{
+	for (int k = 0; recorded != NULL && k < PQntuples(recorded); k++)
+		if (strcmp(PQgetvalue(recorded, k, 0), name) == 0)
+			return true;
+	return false;
+}
+
+struct upgrade {
+	const PGresult *recorded; /* the versions applied before (borrowed) */
+	int npending;             /* how many are not */
+};
+
+/* Applies every migration not recorded yet, then loads the engine (inside
+ * the caller's transaction). */
+static enum err_code upgrade(struct db_conn *c, void *arg, struct err *e)
+{
+	const struct upgrade *up = arg;
+	for (int i = 0; i < db_migrations_count; i++) {
+		if (recorded(up->recorded, db_migrations[i].name))
+			continue;
+		if (apply_migration(c, (void *)&db_migrations[i], e)) {
+			log_error("migrate", "migration failed", "version=%s error=\"%s\"",
+				  db_migrations[i].name, e->msg);
+			return e->code;
+		}
+	}
+	return load_engine(c, NULL, e);
+}
+
 enum err_code db_migrate(struct db_conn *c, struct db_migrate_report *out, struct err *e)
 {
 	struct db_migrate_report rep = {0};
@@ -271,23 +302,29 @@ enum err_code db_migrate(struct db_conn *c, struct db_migrate_report *out, struc
 		    e) ||
 	    read_state(c, &s, e) || check_not_newer(&s, NULL, e))
 		goto out;
-	for (int i = 0; i < db_migrations_count; i++) {
-		bool done = false;
-		for (int k = 0; k < PQntuples(s.recorded) && !done; k++)
-			done = strcmp(PQgetvalue(s.recorded, k, 0), db_migrations[i].name) == 0;
-		if (done)
-			continue;
-		if (db_tx_run(c, apply_migration, (void *)&db_migrations[i], e)) {
-			log_error("migrate", "migration failed", "version=%s error=\"%s\"",
-				  db_migrations[i].name, e->msg);
+	struct upgrade up = {.recorded = s.recorded};
+	for (int i = 0; i < db_migrations_count; i++)
+		if (!recorded(s.recorded, db_migrations[i].name))
+			up.npending++;
+	if (up.npending > 0) {
+		/* The migrations and the engine that goes with them, in one
+		 * transaction: an instance of the release before never runs its
+		 * engine on the new schema (say, creating a keyed run that
+		 * migration 0012's run_key would miss). */
+		if (db_tx_run(c, upgrade, &up, e))
 			goto out;
-		}
-		log_info("migrate", "migration applied", "version=%s", db_migrations[i].name);
-		rep.applied++;
-	}
-	state_cleanup(&s);
-	if (read_state(c, &s, e))
+		for (int i = 0; i < db_migrations_count; i++)
+			if (!recorded(s.recorded, db_migrations[i].name))
+				log_info("migrate", "migration applied", "version=%s",
+					 db_migrations[i].name);
+		char hash[65];
+		db_engine_hash(hash);
+		log_info("migrate", "engine loaded", "files=%d source=%.12s", db_engine_files_count,
+			 hash);
+		rep.applied = up.npending;
+		rep.engine_loaded = true;
 		goto out;
+	}
 	char first[200];
 	if (!engine_current(&s, NULL, first, sizeof first)) {
 		log_info("migrate", "loading the engine", "reason=\"%s\"", first);

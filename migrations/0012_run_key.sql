@@ -27,12 +27,15 @@
 -- each keyed step inserted and its settlement deleted (a trigger per run
 -- row, hf_release_key_slot, taking the key's lock), is no longer written or
 -- read; the runs in flight at the upgrade hold their slots through
--- holds_key_slot. The table stays, unused, so that the engine of the
--- release before, which runs until the engine is reloaded just after this
--- migration, finds it: a later migration may drop it.
+-- holds_key_slot. The table stays, unused (a later migration may drop it).
 --
--- The backfill and the index read run once (its keyed runs), with writes
--- waiting meanwhile: about a second for 200,000 runs.
+-- run is locked against writes first, so that no keyed run created while
+-- the backfill reads escapes it; db/migrate.c loads the new engine in this
+-- same transaction, so no run is created by the engine of the release
+-- before once the lock is released. The backfill reads run once (its keyed
+-- runs), writes waiting meanwhile: about a second for 200,000 runs.
+
+LOCK TABLE run IN SHARE MODE;
 
 CREATE TABLE run_key (
 	run_id          text PRIMARY KEY,

@@ -209,3 +209,24 @@ def test_a_batch_of_submissions_aborted_as_a_deadlock_is_retried_not_failed(serv
     log = service.log_text()
     assert "busy, running the statement again stmt=run_submit_many sqlstate=40P01" in log, log
     assert "connection lost" not in log and "database unavailable" not in log, log
+
+
+def test_migrations_and_their_engine_commit_together_or_not_at_all(hookflow_bin, db):
+    """The migrations an upgrade applies and the engine that goes with them
+    are one transaction (db/migrate.c): an instance of the release before
+    never runs its engine on the new schema. Here the engine cannot load (a
+    view of the database's own depends on an hf_ function, which the load
+    refuses to drop): migrate fails, and none of the migrations stays applied.
+    Once the view is gone, migrate applies them all and the engine."""
+    db.sql("CREATE FUNCTION hf_site_local() RETURNS integer LANGUAGE sql AS 'SELECT 1';"
+           " CREATE VIEW site_view AS SELECT hf_site_local() AS one")
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode != 0, r
+    assert "other objects depend on it" in r.stderr.decode(), r
+    assert db.scalar("SELECT to_regclass('run') IS NULL") == "t", "a migration stayed applied"
+    assert db.scalar("SELECT count(*) FROM schema_migrations") == "0"
+    db.sql("DROP VIEW site_view; DROP FUNCTION hf_site_local()")
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0, r.stderr
+    assert db.scalar("SELECT to_regclass('run_key') IS NOT NULL") == "t"
+    assert run_cli(hookflow_bin, db, "migrate", "--check").returncode == 0
