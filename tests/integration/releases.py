@@ -99,14 +99,12 @@ def _build(version, commit, dest):
         shutil.rmtree(src, ignore_errors=True)
 
 
-def release_binary(version):
-    """Path of the `hookflow` binary of release `version` (a key of RELEASES),
-    built and cached on first use. Raises ReleaseError with the reason when it
-    cannot be had."""
-    if version not in RELEASES:
-        raise ReleaseError("unknown release %r (known: %s)" % (version, ", ".join(sorted(RELEASES))))
-    commit = RELEASES[version]
-    top = os.path.join(REPO, "build", "release", version)
+def _cached_build(label, commit, check=None):
+    """Path of the `hookflow` binary of `commit`, cached as
+    build/release/<label>/<commit>/hookflow: built on first use (after
+    check(), when given), under a lock so that parallel test processes build
+    it once."""
+    top = os.path.join(REPO, "build", "release", label)
     dest = os.path.join(top, commit, "hookflow")
     if os.access(dest, os.X_OK):
         return dest
@@ -114,8 +112,20 @@ def release_binary(version):
     with open(os.path.join(top, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.access(dest, os.X_OK):  # another process may have built it meanwhile
-            _check_commit(version, commit)
-            _build(version, commit, dest)
+            if check is not None:
+                check()
+            _build(label, commit, dest)
+    return dest
+
+
+def release_binary(version):
+    """Path of the `hookflow` binary of release `version` (a key of RELEASES),
+    built and cached on first use. Raises ReleaseError with the reason when it
+    cannot be had."""
+    if version not in RELEASES:
+        raise ReleaseError("unknown release %r (known: %s)" % (version, ", ".join(sorted(RELEASES))))
+    commit = RELEASES[version]
+    dest = _cached_build(version, commit, lambda: _check_commit(version, commit))
     r = subprocess.run([dest, "version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if r.returncode != 0 or version not in r.stdout.decode("utf-8", "replace"):
         raise ReleaseError("%s is not release %s: `hookflow version` printed %r (exit %d); delete it to rebuild"
@@ -140,14 +150,4 @@ def binary_before(path):
     if r.returncode != 0:
         raise ReleaseError("the commit that adds %s (%s) has no parent in this repository's "
                            "history: %s" % (path, added[-1], r.stderr.decode().strip()))
-    commit = r.stdout.decode().strip()
-    top = os.path.join(REPO, "build", "release", "before-" + name)
-    dest = os.path.join(top, commit, "hookflow")
-    if os.access(dest, os.X_OK):
-        return dest
-    os.makedirs(top, exist_ok=True)
-    with open(os.path.join(top, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.access(dest, os.X_OK):
-            _build("before-" + name, commit, dest)
-    return dest
+    return _cached_build("before-" + name, r.stdout.decode().strip())
