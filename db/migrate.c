@@ -268,6 +268,13 @@ static bool recorded(const PGresult *recorded, const char *name)
 	return false;
 }
 
+static void log_engine_loaded(void)
+{
+	char hash[65];
+	db_engine_hash(hash);
+	log_info("migrate", "engine loaded", "files=%d source=%.12s", db_engine_files_count, hash);
+}
+
 struct upgrade {
 	const PGresult *recorded; /* the versions applied before (borrowed) */
 	int npending;             /* how many are not */
@@ -317,10 +324,7 @@ enum err_code db_migrate(struct db_conn *c, struct db_migrate_report *out, struc
 			if (!recorded(s.recorded, db_migrations[i].name))
 				log_info("migrate", "migration applied", "version=%s",
 					 db_migrations[i].name);
-		char hash[65];
-		db_engine_hash(hash);
-		log_info("migrate", "engine loaded", "files=%d source=%.12s", db_engine_files_count,
-			 hash);
+		log_engine_loaded();
 		rep.applied = up.npending;
 		rep.engine_loaded = true;
 		goto out;
@@ -330,10 +334,7 @@ enum err_code db_migrate(struct db_conn *c, struct db_migrate_report *out, struc
 		log_info("migrate", "loading the engine", "reason=\"%s\"", first);
 		if (db_tx_run(c, load_engine, NULL, e))
 			goto out;
-		char hash[65];
-		db_engine_hash(hash);
-		log_info("migrate", "engine loaded", "files=%d source=%.12s", db_engine_files_count,
-			 hash);
+		log_engine_loaded();
 		rep.engine_loaded = true;
 	}
 out:
@@ -357,12 +358,7 @@ enum err_code db_schema_check(struct db_conn *c, struct strbuf *diff, struct err
 		int missing = 0;
 		const char *first = NULL;
 		for (int i = 0; i < db_migrations_count; i++) {
-			bool done = false;
-			for (int k = 0; s.recorded != NULL && k < PQntuples(s.recorded) && !done;
-			     k++)
-				done = strcmp(PQgetvalue(s.recorded, k, 0),
-					      db_migrations[i].name) == 0;
-			if (done)
+			if (recorded(s.recorded, db_migrations[i].name))
 				continue;
 			if (first == NULL)
 				first = db_migrations[i].name;
