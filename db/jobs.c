@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "db/internal.h"
 
@@ -99,7 +100,9 @@ void settlement_cleanup(struct settlement *s)
 	json_decref(s->children);
 	json_decref(s->wait_children);
 	json_decref(s->payload);
+	free(s->payload_text);
 	json_decref(s->value);
+	free(s->value_text);
 	json_decref(s->kv_put);
 	json_decref(s->kv_delete);
 	json_decref(s->replay_outcome);
@@ -206,7 +209,9 @@ static json_t *encode(const struct settlement *s)
 						   json_integer(s->heartbeat_timeout_ms));
 	}
 	if (s->result == SETTLE_CONTINUE) {
-		bad |= json_object_set(it, "payload", s->payload ? s->payload : json_null());
+		if (s->payload_text == NULL)
+			bad |= json_object_set(it, "payload",
+					       s->payload ? s->payload : json_null());
 		if (s->wait_key != NULL) {
 			bad |= json_object_set_new(it, "wait_key", json_string(s->wait_key)) |
 			       json_object_set_new(it, "wait_timeout_ms",
@@ -228,7 +233,7 @@ static json_t *encode(const struct settlement *s)
 			bad |= json_object_set_new(it, "delay_ms", json_integer(s->delay_ms));
 		}
 	}
-	if (s->result == SETTLE_SUCCEED)
+	if (s->result == SETTLE_SUCCEED && s->value_text == NULL)
 		bad |= json_object_set(it, "value", s->value ? s->value : json_null());
 	if (s->kv_put != NULL || s->kv_delete != NULL) {
 		json_t *kv = json_object();
@@ -245,23 +250,63 @@ static json_t *encode(const struct settlement *s)
 	return it;
 }
 
+/* The JSON text of settlement `s`'s engine item (malloc'd; NULL when out of
+ * memory), without "run_id" and "claim_token" when `anonymous`. A payload or
+ * value held as text goes in as it is, as the object's last member. */
+static char *encode_text(const struct settlement *s, bool anonymous)
+{
+	json_t *it = encode(s);
+	if (it != NULL && anonymous) {
+		json_object_del(it, "run_id");
+		json_object_del(it, "claim_token");
+	}
+	char *t = it ? json_dumps(it, JSON_COMPACT) : NULL;
+	json_decref(it);
+	if (t == NULL || (s->payload_text == NULL && s->value_text == NULL))
+		return t;
+	struct strbuf b = {0};
+	size_t n = strlen(t) - 1; /* all but its closing brace */
+	strbuf_add(&b, t, n);
+	free(t);
+	const char *sep = n > 1 ? "," : "";
+	strbuf_puts(&b, sep);
+	strbuf_puts(&b, s->payload_text != NULL ? "\"payload\":" : "\"value\":");
+	strbuf_puts(&b, s->payload_text != NULL ? s->payload_text : s->value_text);
+	strbuf_puts(&b, "}");
+	if (b.oom) {
+		strbuf_cleanup(&b);
+		return NULL;
+	}
+	return strbuf_take(&b);
+}
+
 /* The JSON text of the items of kind `kind` among v[0..n) (malloc'd; NULL
  * when out of memory). */
 static char *encode_items(const struct settlement *v, size_t n, enum job_kind kind)
 {
-	json_t *arr = json_array();
-	for (size_t i = 0; arr != NULL && i < n; i++) {
+	struct strbuf b = {0};
+	bool first = true;
+	strbuf_puts(&b, "[");
+	for (size_t i = 0; i < n; i++) {
 		if (v[i].kind != kind)
 			continue;
-		json_t *it = encode(&v[i]);
-		if (it == NULL || json_array_append_new(arr, it)) {
-			json_decref(arr);
-			arr = NULL;
+		char *t = encode_text(&v[i], false);
+		if (t == NULL) {
+			strbuf_cleanup(&b);
+			return NULL;
 		}
+		if (!first)
+			strbuf_puts(&b, ",");
+		first = false;
+		strbuf_puts(&b, t);
+		free(t);
 	}
-	char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
-	json_decref(arr);
-	return text;
+	strbuf_puts(&b, "]");
+	if (b.oom) {
+		strbuf_cleanup(&b);
+		return NULL;
+	}
+	return strbuf_take(&b);
 }
 
 void claim_lane_cleanup(struct claim_lane *l)
@@ -543,13 +588,7 @@ enum err_code db_jobs_complete(struct db_conn *c, const struct attempt_ref *a,
 	struct settlement item = *s; /* a shallow copy: borrows what s owns */
 	item.kind = JOB_STEP;
 	item.id = (char *)a->run_id;
-	json_t *it = encode(&item);
-	if (it != NULL) {
-		json_object_del(it, "run_id");
-		json_object_del(it, "claim_token");
-	}
-	char *text = it ? json_dumps(it, JSON_COMPACT) : NULL;
-	json_decref(it);
+	char *text = encode_text(&item, true);
 	if (text == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	char gen[16], step[16], att[16];

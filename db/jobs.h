@@ -108,7 +108,9 @@ struct settlement {
 	int http_status;        /* the answer's status, 0 when there was none */
 	char *reason;           /* FAIL, CANCEL: the reason; TRANSIENT, PERMANENT: the error */
 	int64_t retry_delay_ms; /* TRANSIENT; < 0: the workflow's backoff (db_jobs_complete) */
-	json_t *payload;        /* CONTINUE: the next step's payload */
+	json_t *payload;        /* CONTINUE: the next step's payload, or NULL when payload_text
+				 * holds it */
+	char *payload_text;     /* CONTINUE: or its JSON text, checked (malloc'd) */
 	int64_t delay_ms;       /* CONTINUE: 0 for now */
 	int64_t run_at_ms;      /* CONTINUE: > 0: at this time (epoch ms) instead of delay_ms */
 	char *wait_key;         /* CONTINUE: wait for a signal on this key, or NULL */
@@ -121,10 +123,11 @@ struct settlement {
 	int max_depth;         /* with children: HOOKFLOW_MAX_CHILD_DEPTH */
 	int64_t timeout_ms;    /* PENDING: how long the step may stay open */
 	int64_t heartbeat_timeout_ms; /* PENDING: 0, or the most between heartbeats */
-	json_t *value;                /* SUCCEED: the run's result */
-	json_t *kv_put;               /* kv effects of an outcome ({key: value}), or NULL */
-	json_t *kv_delete;            /* ([key, ...]), or NULL */
-	json_t *replay_outcome;       /* a step's validated outcome to keep for replay, or NULL */
+	json_t *value;          /* SUCCEED: the run's result, or NULL when value_text has it */
+	char *value_text;       /* SUCCEED: or its JSON text, checked (malloc'd) */
+	json_t *kv_put;         /* kv effects of an outcome ({key: value}), or NULL */
+	json_t *kv_delete;      /* ([key, ...]), or NULL */
+	json_t *replay_outcome; /* a step's validated outcome to keep for replay, or NULL */
 	void *span; /* the dispatcher's settle span (malloc'd, freed with the settlement), or NULL */
 };
 

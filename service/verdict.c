@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/ids.h"
+#include "base/jsonscan.h"
 #include "base/timefmt.h"
 
 #define QUOTED_BYTES 72
@@ -422,6 +423,60 @@ out:
 	return rc;
 }
 
+/* Takes the JSON text at span `sp` of `body` as *text (malloc'd) in place of
+ * the decoded value *v (dropped). */
+static bool keep_text(const char *body, struct jsonscan_span sp, json_t **v, char **text)
+{
+	if (sp.len == 0 || *v == NULL)
+		return true;
+	*text = malloc(sp.len + 1); /* not strndup: body need not end in NUL */
+	if (*text == NULL)
+		return false;
+	memcpy(*text, body + sp.off, sp.len);
+	(*text)[sp.len] = '\0';
+	json_decref(*v);
+	*v = NULL;
+	return true;
+}
+
+/* outcome_parse of a body jsonscan vouched for, whose top-level payload and
+ * result are at spans sp[0] and sp[1] (at least one present): decoded with
+ * null in their place, then given their text. */
+static enum err_code parse_without(const char *body, size_t len, const struct jsonscan_span sp[2],
+				   struct outcome *out, struct err *e)
+{
+	size_t a = sp[0].len > 0 && (sp[1].len == 0 || sp[0].off < sp[1].off) ? 0 : 1;
+	size_t b = 1 - a; /* the spans in text order: a, then b when present */
+	char *copy = malloc(len + 8);
+	if (copy == NULL)
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	size_t o = 0, from = 0;
+	for (size_t k = 0; k < 2; k++) {
+		const struct jsonscan_span *s = &sp[k == 0 ? a : b];
+		if (s->len == 0)
+			continue;
+		memcpy(copy + o, body + from, s->off - from);
+		o += s->off - from;
+		memcpy(copy + o, "null", 4);
+		o += 4;
+		from = s->off + s->len;
+	}
+	memcpy(copy + o, body + from, len - from);
+	o += len - from;
+	json_t *root = json_loadb(copy, o, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+	free(copy);
+	if (root == NULL) /* jsonscan vouched for it: only memory can fail */
+		return err_set(e, ERR_INTERNAL, "out of memory");
+	enum err_code rc = outcome_from_json(root, out, e);
+	json_decref(root);
+	if (rc == ERR_OK && (!keep_text(body, sp[0], &out->payload, &out->payload_text) ||
+			     !keep_text(body, sp[1], &out->result, &out->result_text)))
+		rc = err_set(e, ERR_INTERNAL, "out of memory");
+	if (rc != ERR_OK)
+		outcome_cleanup(out);
+	return rc;
+}
+
 enum err_code outcome_parse(const char *body, size_t len, struct outcome *out, struct err *e)
 {
 	json_t *root = NULL;
@@ -435,6 +490,14 @@ enum err_code outcome_parse(const char *body, size_t len, struct outcome *out, s
 	}
 	if (!ids_utf8_valid(body, len)) {
 		rc = err_set(e, ERR_INVALID, "body: must be valid UTF-8");
+		goto out;
+	}
+	/* A body jsonscan vouches for is decoded without its payload and
+	 * result, which are kept as text. */
+	static const char *const raw_names[] = {"payload", "result"};
+	struct jsonscan_span sp[2];
+	if (jsonscan_object(body, len, raw_names, 2, sp) && (sp[0].len > 0 || sp[1].len > 0)) {
+		rc = parse_without(body, len, sp, out, e);
 		goto out;
 	}
 	/* jansson parses with a depth limit (JSON_PARSER_MAX_DEPTH). */
@@ -465,6 +528,15 @@ static json_t *value_or_null(json_t *v)
 	return v != NULL ? json_incref(v) : json_null();
 }
 
+/* A new reference to `v`, or the decoding of `text` when v is NULL, or JSON
+ * null when both are. */
+static json_t *decoded(json_t *v, const char *text)
+{
+	if (v == NULL && text != NULL)
+		return json_loads(text, JSON_DECODE_ANY, NULL);
+	return value_or_null(v);
+}
+
 json_t *outcome_to_json(const struct outcome *o)
 {
 	json_t *obj = NULL, *w = NULL, *kv = NULL;
@@ -478,7 +550,7 @@ json_t *outcome_to_json(const struct outcome *o)
 	set_new(obj, "outcome", json_string(kind_names[o->kind]), &ok);
 	switch (o->kind) {
 	case OUTCOME_CONTINUE:
-		set_new(obj, "payload", value_or_null(o->payload), &ok);
+		set_new(obj, "payload", decoded(o->payload, o->payload_text), &ok);
 		if (o->trigger == TRIGGER_AFTER) {
 			set_new(obj, "delay_ms", json_integer(o->delay_ms), &ok);
 		} else if (o->trigger == TRIGGER_AT) {
@@ -506,7 +578,7 @@ json_t *outcome_to_json(const struct outcome *o)
 			set_new(obj, "wait_for_children", json_incref(o->wait_children), &ok);
 		break;
 	case OUTCOME_SUCCEED:
-		set_new(obj, "result", value_or_null(o->result), &ok);
+		set_new(obj, "result", decoded(o->result, o->result_text), &ok);
 		break;
 	case OUTCOME_FAIL:
 	case OUTCOME_CANCEL:
@@ -541,7 +613,12 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 	switch (o->kind) {
 	case OUTCOME_CONTINUE:
 		s->result = SETTLE_CONTINUE;
-		s->payload = json_incref(o->payload ? o->payload : json_null());
+		if (o->payload_text != NULL) {
+			s->payload_text = strdup(o->payload_text);
+			ok = s->payload_text != NULL;
+		} else {
+			s->payload = json_incref(o->payload ? o->payload : json_null());
+		}
 		if (o->trigger == TRIGGER_AFTER)
 			s->delay_ms = o->delay_ms;
 		if (o->trigger == TRIGGER_AT)
@@ -550,14 +627,20 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 			s->wait_key = strdup(o->correlation_key);
 			s->wait_keys = json_incref(o->correlation_keys);
 			s->wait_timeout_ms = o->timeout_ms;
-			ok = s->wait_key != NULL;
+			if (s->wait_key == NULL)
+				ok = false;
 		}
 		s->children = json_incref(o->children);
 		s->wait_children = json_incref(o->wait_children);
 		break;
 	case OUTCOME_SUCCEED:
 		s->result = SETTLE_SUCCEED;
-		s->value = json_incref(o->result ? o->result : json_null());
+		if (o->result_text != NULL) {
+			s->value_text = strdup(o->result_text);
+			ok = s->value_text != NULL;
+		} else {
+			s->value = json_incref(o->result ? o->result : json_null());
+		}
 		break;
 	case OUTCOME_FAIL:
 	case OUTCOME_CANCEL:
@@ -614,6 +697,8 @@ void outcome_cleanup(struct outcome *o)
 		return;
 	json_decref(o->payload);
 	json_decref(o->result);
+	free(o->payload_text);
+	free(o->result_text);
 	free(o->reason);
 	free(o->correlation_key);
 	json_decref(o->correlation_keys);

@@ -32,9 +32,14 @@ enum trigger_kind { TRIGGER_NOW = 0, TRIGGER_AFTER, TRIGGER_SIGNAL, TRIGGER_AT }
 /* A validated step outcome. Every pointer is owned by the struct. */
 struct outcome {
 	enum outcome_kind kind;
-	json_t *payload; /* continue: next step's payload (JSON null when absent) */
-	json_t *result;  /* succeed: the run's result (JSON null when absent) */
-	char *reason;    /* fail, cancel: malloc'd text */
+	json_t *payload;    /* continue: next step's payload (JSON null when absent), or NULL
+			  * when payload_text holds it */
+	json_t *result;     /* succeed: the run's result (JSON null when absent), or NULL when
+			  * result_text holds it */
+	char *payload_text; /* continue: the payload as the body wrote it (malloc'd), when
+			     * outcome_parse could pass it on without decoding it; else NULL */
+	char *result_text;  /* succeed: the same for the result */
+	char *reason;       /* fail, cancel: malloc'd text */
 	enum trigger_kind trigger;
 	int64_t delay_ms;         /* TRIGGER_AFTER: 0..VERDICT_MAX_DELAY_MS */
 	int64_t run_at_ms;        /* TRIGGER_AT: epoch ms ("run_at", RFC 3339) */
@@ -51,7 +56,10 @@ struct outcome {
 };
 
 /* Parses and validates an outcome body (`body` of `len` bytes, borrowed, need
- * not be NUL-terminated) into `out`. Accepted shapes (unknown keys rejected):
+ * not be NUL-terminated) into `out`. A payload or result comes back as the
+ * text it was in the body when jsonscan vouches for the body (the common
+ * case: a large payload is then never decoded and encoded again), else
+ * decoded. Accepted shapes (unknown keys rejected):
  *   {"outcome":"continue","payload":J}                       TRIGGER_NOW
  *   {"outcome":"continue","payload":J,"delay_ms":N}          TRIGGER_AFTER (N >= 0; 0 means now)
  *   {"outcome":"continue","payload":J,"run_at":"<RFC 3339>"} TRIGGER_AT

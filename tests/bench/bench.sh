@@ -82,6 +82,12 @@
 #                            their ratio (target >= 0.8) and CPU per step;
 #                            BENCH_FLOW_BASE=BINARY runs both sides with BINARY (an
 #                            earlier build) too, in turn with this one, in each round
+#   BENCH_PAYLOAD=1          instead of the scenarios above: the payload sweep's points
+#                            (SWEEP_PAYLOAD: 500 runs of 10 steps each) alternately
+#                            BENCH_COMPARE_REPEAT times (3), then the medians, each
+#                            point's ratio to the smallest and CPU per step;
+#                            BENCH_PAYLOAD_BASE=BINARY runs every point with BINARY
+#                            (an earlier build) too, in turn with this one
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -277,6 +283,51 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 				"$(IFS=,; echo "${all[*]}")" "$(IFS=,; echo "${hfs[*]}")" "$(IFS=,; echo "${pgs[*]}")"
 		done
 	} | tee "$out/compare.txt"
+	exit 0
+fi
+
+# BENCH_PAYLOAD: the payload sweep's points alone, alternately (and with an
+# earlier build in turn, BENCH_PAYLOAD_BASE); prints the medians and exits.
+if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
+	this_bin=$bin
+	pay_base=${BENCH_PAYLOAD_BASE:-}
+	[[ -z "$pay_base" || -x "$pay_base" ]] || die "BENCH_PAYLOAD_BASE=$pay_base is not an executable"
+	repeat=${BENCH_COMPARE_REPEAT:-3}
+	sides=(pt)
+	[[ -n "$pay_base" ]] && sides=(pb pt)
+	for ((k = 1; k <= repeat; k++)); do
+		for b in "${SWEEP_PAYLOAD[@]}"; do
+			for side in "${sides[@]}"; do
+				bin=$([[ $side = pb ]] && echo "$pay_base" || echo "$this_bin")
+				throughput "payload_${side}_${b}_$k" 500 10 "${side}_${b}_$k" 1 "$b"
+			done
+		done
+	done
+	bin=$this_bin
+	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
+	{
+		echo "payload sizes: 500 runs of 10 steps, one instance, medians of $repeat alternated rounds"
+		[[ -n "$pay_base" ]] && echo "base: $pay_base; this: $this_bin"
+		printf '%-5s %8s %14s %8s %10s %10s %10s %10s   %s\n' build bytes transitions/s ratio \
+			hf_us pg_us wal_b db_b/step 'all rounds: transitions/s'
+		for side in "${sides[@]}"; do
+			first=
+			for b in "${SWEEP_PAYLOAD[@]}"; do
+				cols=() all=()
+				for f in steps_per_s hf_us pg_us wal_b bytes_per_step; do
+					vals=()
+					for ((k = 1; k <= repeat; k++)); do vals+=("${R[${side}_${b}_${k}_$f]}"); done
+					cols+=("$(median "${vals[@]}")")
+				done
+				for ((k = 1; k <= repeat; k++)); do all+=("${R[${side}_${b}_${k}_steps_per_s]}"); done
+				first=${first:-${cols[0]}}
+				printf '%-5s %8s %14s %8s %10s %10s %10s %10s   %s\n' \
+					"$([[ $side = pb ]] && echo base || echo this)" "$b" "${cols[0]}" \
+					"$(awk -v a="${cols[0]}" -v b="$first" 'BEGIN { printf "%.3fx", (b > 0 ? a / b : 0) }')" \
+					"${cols[@]:1}" "$(IFS=,; echo "${all[*]}")"
+			done
+		done
+	} | tee "$out/payload.txt"
 	exit 0
 fi
 

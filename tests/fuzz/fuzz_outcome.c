@@ -3,9 +3,20 @@
  * answer with status 200, 503 and 404 (verdict_from_call). */
 #include "tests/fuzz/fuzz.h"
 
+#include "base/jsonscan.h"
 #include "service/verdict.h"
 
 #define NOW_MS 1764669600000LL /* 2025-12-02T10:00:00Z */
+
+/* A payload or result kept as text: JSON that jansson reads. */
+static void check_text(const char *text)
+{
+	if (text == NULL)
+		return;
+	json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+	FUZZ_CHECK(v != NULL);
+	json_decref(v);
+}
 
 static void check_outcome(const struct outcome *o)
 {
@@ -14,7 +25,10 @@ static void check_outcome(const struct outcome *o)
 		   (o->children == NULL && o->wait_children == NULL));
 	switch (o->kind) {
 	case OUTCOME_CONTINUE:
-		FUZZ_CHECK(o->payload != NULL && o->result == NULL && o->reason == NULL);
+		/* the payload decoded, or as the text it came as (then valid JSON) */
+		FUZZ_CHECK((o->payload != NULL) != (o->payload_text != NULL));
+		FUZZ_CHECK(o->result == NULL && o->result_text == NULL && o->reason == NULL);
+		check_text(o->payload_text);
 		if (o->trigger == TRIGGER_AFTER)
 			FUZZ_CHECK(o->delay_ms > 0 && o->delay_ms <= VERDICT_MAX_DELAY_MS);
 		if (o->trigger == TRIGGER_SIGNAL) {
@@ -41,17 +55,21 @@ static void check_outcome(const struct outcome *o)
 		break;
 	case OUTCOME_PENDING:
 		FUZZ_CHECK(o->payload == NULL && o->result == NULL && o->reason == NULL);
+		FUZZ_CHECK(o->payload_text == NULL && o->result_text == NULL);
 		FUZZ_CHECK(o->kv.put == NULL && o->kv.del == NULL);
 		FUZZ_CHECK(o->timeout_ms >= 0 && o->timeout_ms <= VERDICT_MAX_DELAY_MS);
 		FUZZ_CHECK(o->heartbeat_timeout_ms >= 0 &&
 			   o->heartbeat_timeout_ms <= VERDICT_MAX_DELAY_MS);
 		break;
 	case OUTCOME_SUCCEED:
-		FUZZ_CHECK(o->result != NULL && o->payload == NULL && o->reason == NULL);
+		FUZZ_CHECK((o->result != NULL) != (o->result_text != NULL));
+		FUZZ_CHECK(o->payload == NULL && o->payload_text == NULL && o->reason == NULL);
+		check_text(o->result_text);
 		break;
 	case OUTCOME_FAIL:
 	case OUTCOME_CANCEL:
 		FUZZ_CHECK(o->reason != NULL && o->payload == NULL && o->result == NULL);
+		FUZZ_CHECK(o->payload_text == NULL && o->result_text == NULL);
 		FUZZ_CHECK(strlen(o->reason) <= VERDICT_MAX_REASON_BYTES);
 		FUZZ_CHECK(ids_utf8_valid(o->reason, strlen(o->reason)));
 		break;
@@ -100,11 +118,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *body = (const char *)data;
 	struct err e = {0};
 	struct outcome o;
+	/* jsonscan vouches only for what jansson accepts. */
+	if (ids_utf8_valid(body, size) && jsonscan_object(body, size, NULL, 0, NULL)) {
+		json_t *any =
+			json_loadb(body, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+		FUZZ_CHECK(any != NULL);
+		json_decref(any);
+	}
 	enum err_code rc = outcome_parse(body, size, &o, &e);
 	if (rc != ERR_OK) {
 		fuzz_check_err(rc, &e);
 		FUZZ_CHECK(o.kind == 0 && o.payload == NULL && o.reason == NULL &&
-			   o.kv.put == NULL);
+			   o.kv.put == NULL && o.payload_text == NULL && o.result_text == NULL);
 	} else {
 		check_outcome(&o);
 		check_round_trip(&o);

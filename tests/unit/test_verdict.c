@@ -366,7 +366,9 @@ static void test_ok_step_carries_parsed_outcome(void **state)
 	verdict_from_call(&r, true, NOW_MS, &v);
 	assert_int_equal(v.kind, VERDICT_OK);
 	assert_int_equal(v.outcome.kind, OUTCOME_SUCCEED);
-	assert_int_equal(json_integer_value(json_object_get(v.outcome.result, "total")), 3);
+	/* The result is passed on as the text it came as. */
+	assert_null(v.outcome.result);
+	assert_string_equal(v.outcome.result_text, "{\"total\":3}");
 	assert_int_equal(v.retry_after_ms, -1);
 	verdict_cleanup(&v);
 }
@@ -671,6 +673,45 @@ static char *canon_of_outcome(const struct outcome *o)
 	return s;
 }
 
+/* A payload is passed on as the text it came as when jsonscan vouches for
+ * the body, and decoded when only jansson can tell; either way the same
+ * bodies are refused with jansson's words. */
+static void test_payload_kept_as_text_or_decoded(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct err e = {0};
+	const char *plain =
+		"{\"payload\" : {\"b\": [1, 2.50, \"\\u00e9\"]},\"outcome\":\"continue\"}";
+	assert_int_equal(outcome_parse(plain, strlen(plain), &o, &e), ERR_OK);
+	assert_null(o.payload);
+	assert_string_equal(o.payload_text, "{\"b\": [1, 2.50, \"\\u00e9\"]}");
+	outcome_cleanup(&o);
+
+	/* An escaped key: only a decoding can tell it from another key. */
+	const char *escaped = "{\"outcome\":\"continue\",\"payload\":{\"\\u0061\":1}}";
+	assert_int_equal(outcome_parse(escaped, strlen(escaped), &o, &e), ERR_OK);
+	assert_null(o.payload_text);
+	assert_int_equal(json_integer_value(json_object_get(o.payload, "a")), 1);
+	outcome_cleanup(&o);
+
+	static const char *const refused[] = {
+		"{\"outcome\":\"continue\",\"payload\":{\"a\":1,\"\\u0061\":2}}",
+		"{\"outcome\":\"continue\",\"payload\":{\"a\":1,\"a\":2}}",
+		"{\"outcome\":\"continue\",\"payload\":\"\\u0000\"}",
+		"{\"outcome\":\"continue\",\"payload\":[1,]}",
+		"{\"outcome\":\"succeed\",\"result\":1,\"payload\":2}",
+	};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		if (outcome_parse(refused[i], strlen(refused[i]), &o, &e) == ERR_OK)
+			fail_msg("accepted %s", refused[i]);
+		assert_null(o.payload_text);
+		assert_null(o.payload);
+	}
+	assert_int_equal(outcome_parse(refused[1], strlen(refused[1]), &o, &e), ERR_INVALID);
+	assert_non_null(strstr(e.msg, "duplicate object key"));
+}
+
 static void test_valid_outcome_table(void **state)
 {
 	(void)state;
@@ -695,12 +736,13 @@ static void test_valid_outcome_table(void **state)
 		else
 			assert_null(o.reason);
 		if (c->kind == OUTCOME_CONTINUE)
-			assert_non_null(o.payload);
+			assert_true(o.payload != NULL || o.payload_text != NULL);
 		if (c->kind == OUTCOME_SUCCEED)
-			assert_non_null(o.result);
+			assert_true(o.result != NULL || o.result_text != NULL);
 		s = canon_of_outcome(&o);
 		outcome_cleanup(&o);
 		assert_null(o.payload);
+		assert_null(o.payload_text);
 		if (strcmp(s, c->canonical) != 0) {
 			char got[512];
 			snprintf(got, sizeof got, "%s", s);
@@ -1077,6 +1119,7 @@ int main(void)
 		cmocka_unit_test(test_backoff_table),
 		cmocka_unit_test(test_backoff_never_decreases_up_to_attempt_1000),
 		cmocka_unit_test(test_valid_outcome_table),
+		cmocka_unit_test(test_payload_kept_as_text_or_decoded),
 		cmocka_unit_test(test_outcome_to_json_round_trips),
 		cmocka_unit_test(test_invalid_outcome_table),
 		cmocka_unit_test(test_outcome_parse_reads_only_len_bytes),
