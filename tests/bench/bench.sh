@@ -88,6 +88,10 @@
 #                            point's ratio to the smallest and CPU per step;
 #                            BENCH_PAYLOAD_BASE=BINARY runs every point with BINARY
 #                            (an earlier build) too, in turn with this one
+#   BENCH_LATENCY=1          instead of the scenarios above: the idle latency scenario
+#                            (#3a/3b/3c) alone, BENCH_COMPARE_REPEAT times (3), then the
+#                            medians of its p50s and of the breakdown; BENCH_LATENCY_BASE=
+#                            BINARY runs it with BINARY (an earlier build) too, in turn
 #   BENCH_NICE=N             run everything at nice N (e.g. -5 as root) so that other
 #                            work on a shared machine skews the figures less; the
 #                            table says so
@@ -328,6 +332,42 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 			done
 		done
 	} | tee "$out/payload.txt"
+	exit 0
+fi
+
+# BENCH_LATENCY: the latency scenario alone, in turn with an earlier build
+# (BENCH_LATENCY_BASE); prints the medians and exits.
+if [[ "${BENCH_LATENCY:-}" = 1 ]]; then
+	this_bin=$bin
+	lat_base=${BENCH_LATENCY_BASE:-}
+	[[ -z "$lat_base" || -x "$lat_base" ]] || die "BENCH_LATENCY_BASE=$lat_base is not an executable"
+	repeat=${BENCH_COMPARE_REPEAT:-3}
+	sides=(lt)
+	[[ -n "$lat_base" ]] && sides=(lb lt)
+	lat_keys=(l1_p50 l1_p99 l1_bd_submit l1_bd_claim l1_bd_call l1_bd_answer l10_p50 l10_p99
+		l10_bd_claim l10_bd_call l10_bd_answer l1b_p50 l10b_p50)
+	for ((k = 1; k <= repeat; k++)); do
+		for side in "${sides[@]}"; do
+			bin=$([[ $side = lb ]] && echo "$lat_base" || echo "$this_bin")
+			latency
+			for f in "${lat_keys[@]}"; do R[${side}_${k}_$f]=${R[$f]}; done
+		done
+	done
+	bin=$this_bin
+	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
+	{
+		echo "idle latency ($LAT_N runs of 1 and of $LAT_STEPS steps; after a burst: $LATB_N1 and $LATB_N10), medians of $repeat rounds, ms"
+		[[ -n "$lat_base" ]] && echo "base: $lat_base; this: $this_bin"
+		for side in "${sides[@]}"; do
+			line="$([[ $side = lb ]] && echo base || echo this):"
+			for f in "${lat_keys[@]}"; do
+				vals=()
+				for ((k = 1; k <= repeat; k++)); do vals+=("${R[${side}_${k}_$f]}"); done
+				line+=" $f=$(printf '%s\n' "${vals[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+			done
+			echo "$line"
+		done
+	} | tee "$out/latency.txt"
 	exit 0
 fi
 

@@ -125,3 +125,42 @@ def test_numbers_beyond_64_bits_are_kept_and_read_back(api, webhook):
     again = api.submit("big-numbers", expect=200, run_id=run["run_id"],
                        input={"big": 1e30, "small": 5})
     assert again["newly_submitted"] is False, again
+
+
+def test_an_answers_payload_and_result_are_stored_as_written(api, db, webhook):
+    # The payload and result of an answer are passed on as the text the
+    # webhook wrote (base/jsonscan.c), not decoded to doubles and written
+    # again: 0.1 stays 0.1 (a double would be written 0.10000000000000001),
+    # and a number's digits are kept. An answer only jansson can vouch for
+    # (an escaped key) is decoded as before and ends the same.
+    seen = []
+    answers = [
+        b'{"outcome":"continue","payload":{"x": 0.1, "d": 2.50, "s": "caf\\u00e9"}}',
+        b'{"outcome":"continue","payload":{"\\u0078": 0.25}}',
+        b'{"result": {"total": 0.3, "n": [1, 2]}, "outcome": "succeed"}',
+    ]
+
+    def handler(req):
+        seen.append(req.field("payload"))
+        return Reply(200, body=answers[req.step], headers={"Content-Type": "application/json"})
+
+    webhook.route("/steps", handler)
+    api.put_workflow("as-written", webhook.url())
+    rid = api.submit("as-written", input={"start": 1})["run_id"]
+    done = api.wait_terminal(rid)
+    assert done["status"] == "succeeded", done
+    assert seen[1] == {"x": 0.1, "d": 2.5, "s": "caf\u00e9"}, seen
+    assert seen[2] == {"x": 0.25}, seen
+    outputs = db.sql("SELECT step, output::text FROM step_attempt WHERE run_id = '%s' "
+                     "AND step < 2 ORDER BY step" % rid)
+    assert outputs == [["0", '{"d": 2.50, "s": "caf\u00e9", "x": 0.1}'],
+                       ["1", '{"x": 0.25}']], outputs
+    assert db.scalar("SELECT result::text FROM run WHERE run_id = '%s'" % rid) == \
+        '{"n": [1, 2], "total": 0.3}'
+    # A repeated key inside the payload is refused, as before.
+    webhook.route("/steps", lambda req: Reply(
+        200, body=b'{"outcome":"continue","payload":{"a":1,"a":2}}',
+        headers={"Content-Type": "application/json"}))
+    api.put_workflow("dup-key", webhook.url(), max_attempts=1)
+    bad = api.wait_terminal(api.submit("dup-key", input={})["run_id"])
+    assert bad["status"] == "failed" and "duplicate object key" in bad["error"], bad
