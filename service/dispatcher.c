@@ -69,13 +69,12 @@ struct inflight {
 	struct endpoints *eps;
 	uint64_t ep_token;
 	/* The attempt's span (README "Traces"): the run's trace ("" when it has
-	 * none), the span id, the traceparent the call carries, the run's span
-	 * (only when spans are exported), when the call started (unix ns; 0
-	 * unless spans are exported). */
+	 * none), the span id, the run's span (only when spans are exported),
+	 * when the call started (unix ns; 0 unless spans are exported). The
+	 * traceparent the call carries and the trace's bytes are made from
+	 * them when needed, not kept for the whole call. */
 	char trace_id[TRACE_ID_HEX + 1];
-	uint8_t trace_raw[16];
 	struct trace_span span;
-	char traceparent[TRACE_PARENT_LEN + 1];
 	struct trace_span run_span;
 	int64_t start_ns;
 };
@@ -300,7 +299,7 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The attempt's span id and traceparent, when its run has a trace: a step
+/* The attempt's span id, when its run has a trace: a step
  * attempt's derived from (trace, run, generation, step, attempt), a
  * callback delivery's from (trace, run, generation, attempt), so a
  * redelivery of the same attempt carries the same ones; with spans
@@ -316,11 +315,8 @@ static void trace_attempt(struct inflight *f)
 				   &f->span);
 	else
 		trace_callback_span(f->trace_id, j->run_id, j->generation, j->attempt, &f->span);
-	trace_format_parent(f->trace_id, f->span.hex, f->traceparent);
-	if (otlp_enabled()) {
-		trace_hex_decode(f->trace_id, f->trace_raw, sizeof f->trace_raw);
+	if (otlp_enabled())
 		trace_run_span(f->trace_id, j->run_id, j->generation, &f->run_span);
-	}
 }
 
 /* A span of the job of `f` (trace and parent: its run's), its attributes
@@ -330,7 +326,8 @@ static void job_span(const struct inflight *f, const char *name, enum otlp_kind 
 {
 	const struct claimed_job *j = &f->job;
 	otlp_span_init(s, name, kind);
-	memcpy(s->trace_id, f->trace_raw, sizeof s->trace_id);
+	if (!trace_hex_decode(f->trace_id, s->trace_id, sizeof s->trace_id))
+		memset(s->trace_id, 0, sizeof s->trace_id);
 	memcpy(s->parent_span_id, f->run_span.raw, sizeof s->parent_span_id);
 	otlp_set(s->run_id, sizeof s->run_id, j->run_id);
 	otlp_set(s->workflow, sizeof s->workflow, j->workflow);
@@ -567,6 +564,31 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	free_inflight(f);
 }
 
+/* Frees what of a claimed job only its request read (the call holds its
+ * own copies now): with thousands of calls in flight, every byte kept per
+ * call counts. What the call's end reads stays: ids, step, attempt,
+ * generation, backoff, endpoint, workflow (spans). */
+static void drop_request_fields(struct claimed_job *j)
+{
+	char **fields[] = {&j->url,
+			   &j->secret,
+			   &j->secret_previous,
+			   &j->headers,
+			   &j->signal,
+			   &j->group_id,
+			   &j->group_key,
+			   &j->replayed,
+			   &j->concurrency_key,
+			   &j->last_heartbeat,
+			   &j->children,
+			   &j->trace_id,
+			   &j->tracestate};
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		free(*fields[i]);
+		*fields[i] = NULL;
+	}
+}
+
 /* Starts the call of a claimed job; a job that cannot even start is settled
  * as a transient error at once. */
 static void start_call(struct worker *w, struct inflight *f, struct settlements *done)
@@ -579,16 +601,25 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 	 * the memory. */
 	free(j->payload);
 	j->payload = NULL;
+	size_t body_len = body ? strlen(body) : 0;
+	/* The body lives as long as the call: at its length, not the capacity
+	 * it was built with. */
+	char *fit = body ? realloc(body, body_len + 1) : NULL;
+	if (fit != NULL)
+		body = fit;
+	char traceparent[TRACE_PARENT_LEN + 1] = "";
+	if (f->trace_id[0] != '\0')
+		trace_format_parent(f->trace_id, f->span.hex, traceparent);
 	struct webhook_request req = {
 		.url = j->url,
 		.body = body,
-		.body_len = body ? strlen(body) : 0,
+		.body_len = body_len,
 		.msg_id = j->id,
 		.secret = j->secret,
 		.secret_previous = j->secret_previous,
 		.timeout_ms = j->timeout_ms,
 		.user = f,
-		.traceparent = f->traceparent[0] ? f->traceparent : NULL,
+		.traceparent = traceparent[0] ? traceparent : NULL,
 		.tracestate = j->tracestate,
 	};
 	if (otlp_enabled())
@@ -613,10 +644,12 @@ static void start_call(struct worker *w, struct inflight *f, struct settlements 
 		emit_call_span(f, NULL, &v, 0, &st);
 		settlements_push(done, &st);
 		free_inflight(f);
-	} else if (j->kind == JOB_STEP) {
-		metrics_step_dispatched();
 	} else {
-		metrics_callback_dispatched();
+		drop_request_fields(j);
+		if (j->kind == JOB_STEP)
+			metrics_step_dispatched();
+		else
+			metrics_callback_dispatched();
 	}
 }
 

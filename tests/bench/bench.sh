@@ -17,7 +17,8 @@
 #      after DELAY_MS, with HOOKFLOW_MAX_INFLIGHT above it: hookflow's peak RSS
 #      (VmHWM), how many calls the webhook held at once, all finish;
 #      4b. the same with each call held HOLD_MS, so that all are in flight at
-#      once: KiB of hookflow's memory per call in flight
+#      once: KiB of hookflow's memory per call in flight (alone, and
+#      alternated between builds: tests/bench/inflight_mem.sh)
 #   5. pgbench on the same cluster: one-row UPDATE per transaction, 32 clients
 #   6. scenario 2 with two hookflow instances on one database, alternated with
 #      the same on one instance (SCALE_REPEAT times each): the medians' ratio
