@@ -123,6 +123,25 @@ static void raise_fd_limit(const struct config *cfg)
 			 cfg->max_inflight);
 }
 
+/* Warns when autovacuum is off or visits the database less often than every
+ * NAPTIME_MAX_S: every step leaves two dead versions of its run row,
+ * and until autovacuum comes each claim reads past them (README "Production
+ * PostgreSQL", "Autovacuum"). */
+#define NAPTIME_MAX_S 15
+static void check_autovacuum(struct db_conn *c)
+{
+	struct db_autovacuum av;
+	struct err e = {0};
+	if (db_autovacuum(c, &av, &e)) {
+		log_warn("main", "cannot read the autovacuum settings", "error=\"%s\"", e.msg);
+		return;
+	}
+	if (!av.on || av.naptime_s > NAPTIME_MAX_S)
+		log_warn("main", "autovacuum visits too seldom for a steady load",
+			 "autovacuum=%s autovacuum_naptime_s=%d recommended_max_s=%d",
+			 av.on ? "on" : "off", av.naptime_s, NAPTIME_MAX_S);
+}
+
 /* Warns when the server's max_connections cannot fit this instance's
  * connections next to those already open (other instances included). */
 static void check_conn_room(const struct config *cfg, struct db_conn *c)
@@ -187,6 +206,7 @@ static int serve(struct config *cfg)
 			 "count=%d", sealed);
 	keyring_replace(keyring, keys, nkeys);
 	check_conn_room(cfg, c);
+	check_autovacuum(c);
 	db_conn_free(c);
 
 	char host[64] = "host";

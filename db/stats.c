@@ -77,3 +77,20 @@ enum err_code db_conn_room(struct db_conn *c, struct db_conn_room *out, struct e
 	PQclear(r);
 	return ERR_OK;
 }
+
+static const struct db_stmt q_autovacuum = {
+	"autovacuum_settings",
+	"SELECT current_setting('autovacuum')::boolean,"
+	" (SELECT setting::int FROM pg_settings WHERE name = 'autovacuum_naptime')",
+	0};
+
+enum err_code db_autovacuum(struct db_conn *c, struct db_autovacuum *out, struct err *e)
+{
+	PGresult *r = db_exec(c, &q_autovacuum, NULL, e);
+	if (r == NULL)
+		return e->code;
+	out->on = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	out->naptime_s = (int)db_i64(r, 0, 1);
+	PQclear(r);
+	return ERR_OK;
+}

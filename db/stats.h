@@ -21,4 +21,12 @@ struct db_conn_room {
 };
 enum err_code db_conn_room(struct db_conn *c, struct db_conn_room *out, struct err *e);
 
+/* The server's autovacuum: whether it runs, and how often it visits each
+ * database (autovacuum_naptime, seconds). Failure: the error currency. */
+struct db_autovacuum {
+	bool on;
+	int naptime_s;
+};
+enum err_code db_autovacuum(struct db_conn *c, struct db_autovacuum *out, struct err *e);
+
 #endif

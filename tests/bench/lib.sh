@@ -197,6 +197,9 @@ synchronous_commit = on
 full_page_writes = on
 shared_buffers = 256MB
 max_connections = 200
+# README "Production PostgreSQL", "Autovacuum": every step leaves two dead
+# versions of its run row; with the default (1min) they pile up between visits
+autovacuum_naptime = 10s
 EOF
 	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 		printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" \

@@ -79,3 +79,16 @@ def test_startup_says_whether_max_connections_fits(services):
     line = next(l for l in log.splitlines() if "max_connections cannot fit" in l)
     assert "needed=324" in line and "max_connections=300" in line, line
     assert budget_of(big.api)["connections"]["total"] == 324
+
+
+def test_startup_warns_when_autovacuum_visits_seldom(services, pg):
+    """The test cluster keeps PostgreSQL's autovacuum_naptime (1min): each step
+    leaves two dead versions of its run row, so hookflow says at start-up
+    that autovacuum should come more often (README "Autovacuum")."""
+    assert pg.psql("postgres", "SHOW autovacuum_naptime") == [["1min"]]
+    svc = services.start()
+    log = wait_until(lambda: "autovacuum visits too seldom" in svc.log_text() and svc.log_text(),
+                     timeout=10, message="the autovacuum warning")
+    line = next(l for l in log.splitlines() if "autovacuum visits too seldom" in l)
+    assert "autovacuum=on" in line and "autovacuum_naptime_s=60" in line, line
+    assert "recommended_max_s=15" in line, line
