@@ -126,7 +126,7 @@ static void raise_fd_limit(const struct config *cfg)
 /* Warns when autovacuum is off or visits the database less often than every
  * NAPTIME_MAX_S: every step leaves two dead versions of its run row,
  * and until autovacuum comes each claim reads past them (README "Production
- * PostgreSQL", "Autovacuum"). */
+ * PostgreSQL", "Autovacuum and checkpoints"). */
 #define NAPTIME_MAX_S 15
 static void check_autovacuum(struct db_conn *c)
 {

@@ -145,7 +145,7 @@ if [ ! -f "$pgdata/PG_VERSION" ]; then
 local all $pguser trust
 host  all $pguser 127.0.0.1/32 trust
 EOF
-	printf "\n# hookflow: port, sockets and autovacuum, rewritten by scripts/run.sh on every start\ninclude_if_exists = 'hookflow.conf'\n" \
+	printf "\n# hookflow: port, sockets, autovacuum and checkpoints, rewritten by scripts/run.sh on every start\ninclude_if_exists = 'hookflow.conf'\n" \
 		>>"$tmpdata/postgresql.conf"
 	[ "$(id -u)" -eq 0 ] && chown "$pguser:" "$tmpdata/pg_hba.conf" "$tmpdata/postgresql.conf"
 	mv "$tmpdata" "$pgdata"
@@ -191,8 +191,9 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = $(sq "$sockdir")
 unix_socket_permissions = 0700
-# README "Production PostgreSQL", "Autovacuum"
+# README "Production PostgreSQL", "Autovacuum and checkpoints"
 autovacuum_naptime = 10s
+max_wal_size = 8GB
 EOF
 	[ "$(id -u)" -eq 0 ] && chown "$pguser:" "$pgdata/hookflow.conf"
 	[ -e "$pglog" ] || : >"$pglog"

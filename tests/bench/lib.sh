@@ -197,9 +197,13 @@ synchronous_commit = on
 full_page_writes = on
 shared_buffers = 256MB
 max_connections = 200
-# README "Production PostgreSQL", "Autovacuum": every step leaves two dead
-# versions of its run row; with the default (1min) they pile up between visits
+# README "Production PostgreSQL", "Autovacuum and checkpoints": every step
+# leaves two dead versions of its run row; with the default (1min) they pile up
+# between visits. And at thousands of steps a second the default max_wal_size
+# (1GB) forces a checkpoint every minute or less, each followed by a burst of
+# full-page images: checkpoints every 5 minutes (checkpoint_timeout) instead.
 autovacuum_naptime = 10s
+max_wal_size = 8GB
 EOF
 	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 		printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n" \

@@ -84,7 +84,7 @@ def test_startup_says_whether_max_connections_fits(services):
 def test_startup_warns_when_autovacuum_visits_seldom(services, pg):
     """The test cluster keeps PostgreSQL's autovacuum_naptime (1min): each step
     leaves two dead versions of its run row, so hookflow says at start-up
-    that autovacuum should come more often (README "Autovacuum")."""
+    that autovacuum should come more often (README "Autovacuum and checkpoints")."""
     assert pg.psql("postgres", "SHOW autovacuum_naptime") == [["1min"]]
     svc = services.start()
     log = wait_until(lambda: "autovacuum visits too seldom" in svc.log_text() and svc.log_text(),
