@@ -1026,12 +1026,14 @@ static enum MHD_Result scan_query(void *cls, enum MHD_ValueKind kind, const char
 }
 
 /* First call of a request: route, authenticate, check the announced body.
- * On a failure the answer waits until a body no larger than
- * HOOKFLOW_MAX_BODY_BYTES has been read and dropped (see `deferred`), so
- * that the client reads the answer rather than a reset connection; requests
- * without a body, bodies announced larger than that, and any body sent to a
- * route that takes none (GET, the public routes) are answered at once,
- * without reading a byte of the body. */
+ * On a failure the answer waits until the body has been read and dropped
+ * (see `deferred`; past HOOKFLOW_MAX_BODY_BYTES for at most HTTP_LINGER_MS,
+ * body_over_cap), so that a client still sending it reads the answer rather
+ * than a reset connection; a body announced over the cap by at most as much
+ * again is read so too (a client whose body grew past the limit reads its
+ * 413). Requests without a body, bodies announced larger than that, and any
+ * body sent to a route that takes none (GET, the public routes) are
+ * answered at once, without reading a byte of the body. */
 static void begin(struct http_req *r, const char *url)
 {
 	struct err e = {0};
@@ -1045,7 +1047,7 @@ static void begin(struct http_req *r, const char *url)
 						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	long long len = cl ? strtoll(cl, NULL, 10) : 0;
 	r->has_body = len > 0 || te != NULL;
-	if (len > r->app->cfg->max_body_bytes)
+	if (len > 2 * r->app->cfg->max_body_bytes)
 		read_body_first = false; /* too large to be worth reading */
 
 	if (plen >= sizeof path) {
