@@ -10,6 +10,7 @@ import threading
 import urllib.parse
 
 from harness import StepScript, cont, succeed, tcp_sockets_to, wait_until
+from otel_collector import Collector
 
 STEPS = 3
 
@@ -151,7 +152,6 @@ def test_spans_reported_by_the_engine_reach_an_instance_behind_pgbouncer(service
     session it was made on: after PgBouncer has replaced every server session
     (RECONNECT), the sessions now serving the instance were never asked by a
     connect of its own, and the run spans must still come, one per run."""
-    from test_traces import Collector
     collector = Collector()
     try:
         bouncer = new_bouncer(pool_size=2)

@@ -25,16 +25,15 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import urllib.request
 
 import pytest
 
 from harness import (Reply, StepScript, cont, free_port, sql_quote, succeed, wait_until)
+from otel_collector import OTEL_DIR, Collector, node as _node
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-OTEL_DIR = os.path.join(REPO, "tests", "otel")
 EXAMPLE = os.path.join(REPO, "examples", "node", "webhook.js")
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -273,53 +272,6 @@ def test_json_logs_carry_trace_and_span_ids_next_to_the_run(api, webhook, servic
 
 
 # ---- spans, end to end with the OpenTelemetry Node SDK -------------------------
-
-
-def _node():
-    node = shutil.which("node")
-    assert node, "node is not installed (scripts/deps.sh)"
-    pkg = os.path.join(OTEL_DIR, "node_modules", "@opentelemetry", "otlp-transformer",
-                       "package.json")
-    assert os.path.exists(pkg), (
-        "the OpenTelemetry packages are not installed in %s: run the suite with "
-        "scripts/integration.sh (it runs npm ci there)" % OTEL_DIR)
-    return node
-
-
-class Collector:
-    """tests/otel/collector.js on a port of its own."""
-
-    def __init__(self, delay_ms=0):
-        env = dict(os.environ, COLLECTOR_PORT="0", COLLECTOR_DELAY_MS=str(delay_ms))
-        self.proc = subprocess.Popen([_node(), os.path.join(OTEL_DIR, "collector.js")],
-                                     cwd=OTEL_DIR, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        line = self.proc.stdout.readline().decode()
-        assert line.startswith("listening "), "collector did not start: %r" % line
-        self.port = int(line.split()[1])
-        self.url = "http://127.0.0.1:%d" % self.port
-
-    def _get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
-            return json.loads(r.read())
-
-    def spans(self):
-        return self._get("/spans")
-
-    def requests(self):
-        return self._get("/requests")
-
-    def release(self):
-        urllib.request.urlopen(urllib.request.Request(self.url + "/release", data=b"",
-                                                      method="POST"), timeout=10).read()
-
-    def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
