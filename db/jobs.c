@@ -250,10 +250,11 @@ static json_t *encode(const struct settlement *s)
 	return it;
 }
 
-/* The JSON text of settlement `s`'s engine item (malloc'd; NULL when out of
- * memory), without "run_id" and "claim_token" when `anonymous`. A payload or
- * value held as text goes in as it is, as the object's last member. */
-static char *encode_text(const struct settlement *s, bool anonymous)
+/* Appends the JSON text of settlement `s`'s engine item to `b`, without
+ * "run_id" and "claim_token" when `anonymous`. A payload or value held as
+ * text goes in as it is, as the object's last member. False when out of
+ * memory (b->oom may be set too). */
+static bool encode_into(struct strbuf *b, const struct settlement *s, bool anonymous)
 {
 	json_t *it = encode(s);
 	if (it != NULL && anonymous) {
@@ -262,22 +263,31 @@ static char *encode_text(const struct settlement *s, bool anonymous)
 	}
 	char *t = it ? json_dumps(it, JSON_COMPACT) : NULL;
 	json_decref(it);
-	if (t == NULL || (s->payload_text == NULL && s->value_text == NULL))
-		return t;
-	struct strbuf b = {0};
-	size_t n = strlen(t) - 1; /* all but its closing brace */
-	strbuf_add(&b, t, n);
+	if (t == NULL)
+		return false;
+	const char *raw = s->payload_text != NULL ? s->payload_text : s->value_text;
+	if (raw == NULL) {
+		strbuf_puts(b, t);
+	} else {
+		size_t n = strlen(t) - 1; /* all but its closing brace */
+		strbuf_add(b, t, n);
+		strbuf_puts(b, n > 1 ? "," : "");
+		strbuf_puts(b, s->payload_text != NULL ? "\"payload\":" : "\"value\":");
+		strbuf_puts(b, raw);
+		strbuf_puts(b, "}");
+	}
 	free(t);
-	const char *sep = n > 1 ? "," : "";
-	strbuf_puts(&b, sep);
-	strbuf_puts(&b, s->payload_text != NULL ? "\"payload\":" : "\"value\":");
-	strbuf_puts(&b, s->payload_text != NULL ? s->payload_text : s->value_text);
-	strbuf_puts(&b, "}");
-	if (b.oom) {
-		strbuf_cleanup(&b);
+	return !b->oom;
+}
+
+/* Takes the text `b` holds (NULL when it ran out of memory or `ok` is false). */
+static char *take_text(struct strbuf *b, bool ok)
+{
+	if (!ok || b->oom) {
+		strbuf_cleanup(b);
 		return NULL;
 	}
-	return strbuf_take(&b);
+	return strbuf_take(b);
 }
 
 /* The JSON text of the items of kind `kind` among v[0..n) (malloc'd; NULL
@@ -285,28 +295,18 @@ static char *encode_text(const struct settlement *s, bool anonymous)
 static char *encode_items(const struct settlement *v, size_t n, enum job_kind kind)
 {
 	struct strbuf b = {0};
-	bool first = true;
+	bool ok = true, first = true;
 	strbuf_puts(&b, "[");
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; ok && i < n; i++) {
 		if (v[i].kind != kind)
 			continue;
-		char *t = encode_text(&v[i], false);
-		if (t == NULL) {
-			strbuf_cleanup(&b);
-			return NULL;
-		}
 		if (!first)
 			strbuf_puts(&b, ",");
 		first = false;
-		strbuf_puts(&b, t);
-		free(t);
+		ok = encode_into(&b, &v[i], false);
 	}
 	strbuf_puts(&b, "]");
-	if (b.oom) {
-		strbuf_cleanup(&b);
-		return NULL;
-	}
-	return strbuf_take(&b);
+	return take_text(&b, ok);
 }
 
 void claim_lane_cleanup(struct claim_lane *l)
@@ -588,7 +588,8 @@ enum err_code db_jobs_complete(struct db_conn *c, const struct attempt_ref *a,
 	struct settlement item = *s; /* a shallow copy: borrows what s owns */
 	item.kind = JOB_STEP;
 	item.id = (char *)a->run_id;
-	char *text = encode_text(&item, true);
+	struct strbuf b = {0};
+	char *text = take_text(&b, encode_into(&b, &item, true));
 	if (text == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	char gen[16], step[16], att[16];

@@ -13,6 +13,16 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OTEL_DIR = os.path.join(REPO, "tests", "otel")
 
 
+def stop(proc):
+    """Terminates `proc`, killing it when it has not exited within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def node():
     """The node binary, once the OpenTelemetry packages are installed."""
     exe = shutil.which("node")
@@ -53,9 +63,4 @@ class Collector:
                                                       method="POST"), timeout=10).read()
 
     def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)

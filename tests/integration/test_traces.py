@@ -31,7 +31,7 @@ import urllib.request
 import pytest
 
 from harness import (Reply, StepScript, cont, free_port, sql_quote, succeed, wait_until)
-from otel_collector import OTEL_DIR, Collector, node as _node
+from otel_collector import OTEL_DIR, Collector, node as _node, stop
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(REPO, "examples", "node", "webhook.js")
@@ -306,12 +306,7 @@ class ExampleWebhook:
         wait_until(up, timeout=20, message="the example webhook to listen")
 
     def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
         self.log.close()
 
 
