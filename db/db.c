@@ -23,6 +23,8 @@
 #include "base/timefmt.h"
 
 #define MAX_PREPARED 64
+/* The most parameters a statement with binary ones (db_exec_bin) has. */
+#define DB_MAX_PARAMS 32
 
 struct db_conn {
 	char *url;
@@ -320,6 +322,23 @@ static bool is_prepared(const struct db_conn *c, const char *name)
 PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const *params,
 		  struct err *e)
 {
+	return db_exec_bin(c, st, params, NULL, 0, e);
+}
+
+PGresult *db_exec_bin(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+		      const int *lengths, unsigned binary, struct err *e)
+{
+	int formats[DB_MAX_PARAMS] = {0};
+	if (binary != 0) {
+		if (lengths == NULL || st->nparams > DB_MAX_PARAMS) {
+			err_set(e, ERR_INTERNAL, "%s: binary parameters without their lengths",
+				st->name);
+			return NULL;
+		}
+		for (int k = 0; k < st->nparams; k++)
+			formats[k] = (binary >> k) & 1u;
+	}
+	const int *fmt = binary != 0 ? formats : NULL;
 	PGconn *pg = db_pg(c, e);
 	if (pg == NULL)
 		return NULL;
@@ -346,8 +365,9 @@ PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const
 	bool own_tx = PQtransactionStatus(pg) == PQTRANS_IDLE;
 	for (int attempt = 1;; attempt++) {
 		PGresult *r =
-			named ? PQexecPrepared(pg, st->name, st->nparams, params, NULL, NULL, 0)
-			      : PQexecParams(pg, st->sql, st->nparams, NULL, params, NULL, NULL, 0);
+			named ? PQexecPrepared(pg, st->name, st->nparams, params, lengths, fmt, 0)
+			      : PQexecParams(pg, st->sql, st->nparams, NULL, params, lengths, fmt,
+					     0);
 		ExecStatusType s = PQresultStatus(r);
 		if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
 			if (PQtransactionStatus(pg) == PQTRANS_IDLE)

@@ -31,6 +31,13 @@ PGconn *db_pg(struct db_conn *c, struct err *e);
 PGresult *db_exec(struct db_conn *c, const struct db_stmt *st, const char *const *params,
 		  struct err *e);
 
+/* db_exec with binary parameters: bit k of `binary` set sends parameter k
+ * (0-based) in binary format, lengths[k] bytes of it (a bytea, say, sent as
+ * it is instead of hex-encoded); lengths[] is ignored for the others.
+ * Borrows everything it is given. */
+PGresult *db_exec_bin(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+		      const int *lengths, unsigned binary, struct err *e);
+
 /* Executes plain SQL without parameters (migrations, BEGIN/COMMIT). Same
  * result contract as db_exec. */
 PGresult *db_exec_sql(struct db_conn *c, const char *sql, struct err *e);

@@ -2,6 +2,7 @@
  * encoding of settlements for the engine. */
 #include "db/jobs.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,14 @@
 static const struct db_stmt q_cycle = {
 	"jobs_cycle",
 	"SELECT 0" JOB_COLUMNS(JOB_SELECT) " FROM hf_cycle($1::jsonb, $2::jsonb, $3, $4, $5, "
-					   "$6::jsonb, $7::jsonb)",
-	7};
+					   "$6::jsonb, $7::jsonb, $8::bytea)",
+	8};
+/* The parameter of q_cycle and q_settle_steps sent in binary: the payloads. */
+#define CYCLE_TEXTS_BIN (1u << 7)
+#define SETTLE_TEXTS_BIN (1u << 1)
 static const struct db_stmt q_settle_steps = {
-	"jobs_settle_steps", "SELECT run_id, outcome FROM hf_settle_steps($1::jsonb)", 1};
+	"jobs_settle_steps",
+	"SELECT run_id, outcome FROM hf_settle_steps($1::jsonb, p_texts => $2::bytea)", 2};
 static const struct db_stmt q_settle_callbacks = {
 	"jobs_settle_callbacks", "SELECT id, outcome FROM hf_settle_callbacks($1::jsonb)", 1};
 static const struct db_stmt q_store_outputs = {"jobs_store_outputs",
@@ -251,21 +256,35 @@ static json_t *encode(const struct settlement *s)
 }
 
 /* Appends the JSON text of settlement `s`'s engine item to `b`, without
- * "run_id" and "claim_token" when `anonymous`. A payload or value held as
- * text goes in as it is, as the object's last member. False when out of
- * memory (b->oom may be set too). */
-static bool encode_into(struct strbuf *b, const struct settlement *s, bool anonymous)
+ * "run_id" and "claim_token" when `anonymous`. A payload held as text goes
+ * to `texts` when it is given: the item says where ("payload_at": [byte
+ * offset, byte length]) and the engine stores the text as json, never
+ * parsed to jsonb (migrations/0013_payload_json.sql). A payload or value
+ * held as text otherwise goes in as it is, as the object's last member.
+ * False when out of memory (b->oom may be set too). */
+static bool encode_into(struct strbuf *b, const struct settlement *s, bool anonymous,
+			struct strbuf *texts)
 {
 	json_t *it = encode(s);
 	if (it != NULL && anonymous) {
 		json_object_del(it, "run_id");
 		json_object_del(it, "claim_token");
 	}
+	const char *raw = s->payload_text != NULL ? s->payload_text : s->value_text;
+	if (it != NULL && s->payload_text != NULL && texts != NULL) {
+		size_t len = strlen(s->payload_text);
+		json_t *at = json_pack("[I, I]", (json_int_t)texts->len, (json_int_t)len);
+		if (json_object_set_new(it, "payload_at", at)) {
+			json_decref(it);
+			it = NULL;
+		}
+		strbuf_add(texts, s->payload_text, len);
+		raw = NULL;
+	}
 	char *t = it ? json_dumps(it, JSON_COMPACT) : NULL;
 	json_decref(it);
 	if (t == NULL)
 		return false;
-	const char *raw = s->payload_text != NULL ? s->payload_text : s->value_text;
 	if (raw == NULL) {
 		strbuf_puts(b, t);
 	} else {
@@ -277,7 +296,7 @@ static bool encode_into(struct strbuf *b, const struct settlement *s, bool anony
 		strbuf_puts(b, "}");
 	}
 	free(t);
-	return !b->oom;
+	return !b->oom && (texts == NULL || !texts->oom);
 }
 
 /* Takes the text `b` holds (NULL when it ran out of memory or `ok` is false). */
@@ -290,9 +309,11 @@ static char *take_text(struct strbuf *b, bool ok)
 	return strbuf_take(b);
 }
 
-/* The JSON text of the items of kind `kind` among v[0..n) (malloc'd; NULL
- * when out of memory). */
-static char *encode_items(const struct settlement *v, size_t n, enum job_kind kind)
+/* The items of kind `kind` among v[0..n) as the engine reads them: their
+ * JSON text (returned, malloc'd; NULL when out of memory) and, for steps,
+ * the payload texts they point into, appended to `texts`. */
+static char *encode_items(const struct settlement *v, size_t n, enum job_kind kind,
+			  struct strbuf *texts)
 {
 	struct strbuf b = {0};
 	bool ok = true, first = true;
@@ -303,7 +324,7 @@ static char *encode_items(const struct settlement *v, size_t n, enum job_kind ki
 		if (!first)
 			strbuf_puts(&b, ",");
 		first = false;
-		ok = encode_into(&b, &v[i], false);
+		ok = encode_into(&b, &v[i], false, kind == JOB_STEP ? texts : NULL);
 	}
 	strbuf_puts(&b, "]");
 	return take_text(&b, ok);
@@ -366,23 +387,27 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	*jobs = NULL;
 	*njobs = 0;
 	*lost = 0;
-	char *st = encode_items(v, n, JOB_STEP);
-	char *cb = encode_items(v, n, JOB_CALLBACK);
+	struct strbuf texts = {0};
+	char *st = encode_items(v, n, JOB_STEP, &texts);
+	char *cb = encode_items(v, n, JOB_CALLBACK, NULL);
 	char *ln = encode_lane(lane);
-	if (st == NULL || cb == NULL || ln == NULL) {
+	if (st == NULL || cb == NULL || ln == NULL || texts.oom || texts.len > INT_MAX) {
 		free(st);
 		free(cb);
 		free(ln);
+		strbuf_cleanup(&texts);
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	}
 	char lim[16], lease[16];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%d", lease_ms);
-	const char *p[7] = {st, cb, owner, lim, lease, ln, room};
-	PGresult *r = db_exec(c, &q_cycle, p, e);
+	const char *p[8] = {st, cb, owner, lim, lease, ln, room, texts.len > 0 ? texts.data : ""};
+	const int lengths[8] = {[7] = (int)texts.len};
+	PGresult *r = db_exec_bin(c, &q_cycle, p, lengths, CYCLE_TEXTS_BIN, e);
 	free(st);
 	free(cb);
 	free(ln);
+	strbuf_cleanup(&texts);
 	if (r == NULL)
 		return e->code;
 	/* A row is a claimed job, the lane the claim stopped at (kind lane), or
@@ -424,12 +449,18 @@ static enum err_code settle_kind(struct db_conn *c, const struct db_stmt *st,
 		count += v[i].kind == kind;
 	if (count == 0)
 		return ERR_OK;
-	char *text = encode_items(v, n, kind);
-	if (text == NULL)
+	struct strbuf texts = {0};
+	char *text = encode_items(v, n, kind, &texts);
+	if (text == NULL || texts.oom || texts.len > INT_MAX) {
+		free(text);
+		strbuf_cleanup(&texts);
 		return err_set(e, ERR_INTERNAL, "out of memory");
-	const char *p[1] = {text};
-	PGresult *r = db_exec(c, st, p, e);
+	}
+	const char *p[2] = {text, texts.len > 0 ? texts.data : ""};
+	const int lengths[2] = {0, (int)texts.len};
+	PGresult *r = db_exec_bin(c, st, p, lengths, kind == JOB_STEP ? SETTLE_TEXTS_BIN : 0, e);
 	free(text);
+	strbuf_cleanup(&texts);
 	if (r == NULL)
 		return e->code;
 	for (int i = 0; i < PQntuples(r); i++)
@@ -589,7 +620,7 @@ enum err_code db_jobs_complete(struct db_conn *c, const struct attempt_ref *a,
 	item.kind = JOB_STEP;
 	item.id = (char *)a->run_id;
 	struct strbuf b = {0};
-	char *text = take_text(&b, encode_into(&b, &item, true));
+	char *text = take_text(&b, encode_into(&b, &item, true, NULL));
 	if (text == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	char gen[16], step[16], att[16];

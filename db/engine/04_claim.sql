@@ -3,7 +3,7 @@
 
 -- Claims up to p_limit jobs for p_owner: step jobs of pending runs, then
 -- pending callbacks, skipping rows other instances hold. Each row is an
--- hf_job (migrations/0001_init.sql, 0003, 0007, 0008, 0010), decoded by db/jobs.c's
+-- hf_job (migrations/0001_init.sql, 0003, 0007, 0008, 0010, 0013), decoded by db/jobs.c's
 -- JOB_COLUMNS. A job carries the workflow's secret and, while a rotation's
 -- grace period lasts (secret_previous_until, POST /v1/workflows/{name}/secret),
 -- the secret it replaced: the call is signed with both.
@@ -37,7 +37,8 @@
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
 			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET work_mem = '64MB' AS $$
 DECLARE
 	lvl integer;             -- the priority whose lanes are being visited
 	cw text;                 -- the last lane visited in it (workflow, key)
@@ -422,7 +423,8 @@ BEGIN
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
 		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
 			r.max_attempts, r.generation,
-			hf_step_payload(r.run_id, r.generation, r.step, r.payload, r.input), r.headers, r.signal, r.group_id,
+			hf_step_payload_json(r.run_id, r.generation, r.step, r.payload, r.input),
+			r.headers, r.signal, r.group_id,
 			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
 			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
 			hf_ms(now()),
@@ -471,7 +473,7 @@ BEGIN
 		LEFT JOIN run rr ON rr.run_id = picked.run_id
 		WHERE c.id = picked.id
 		RETURNING 'callback'::text, c.id, c.run_id, c.workflow, NULL::integer, c.attempt,
-			c.max_attempts, c.generation, c.body, NULL::jsonb, NULL::jsonb, NULL::text,
+			c.max_attempts, c.generation, c.body::json, NULL::jsonb, NULL::jsonb, NULL::text,
 			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
 			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
 			false, hf_ms(now()), NULL::jsonb,

@@ -17,7 +17,7 @@ END
 $$;
 
 -- Settles step jobs. p_items is a JSON array of objects:
---   {"run_id", "claim_token", "result", "payload", "delay_ms", "run_at",
+--   {"run_id", "claim_token", "result", "payload" or "payload_at", "delay_ms", "run_at",
 --    "wait_key", "wait_timeout_ms", "value", "reason", "kv", "http_status",
 --    "retry_delay_ms", "timeout_ms", "heartbeat_timeout_ms"}
 -- where "result" is what ended the job:
@@ -40,9 +40,11 @@ $$;
 -- 'claim_lost'. Steps it queues for now wake the claimers (NOTIFY
 -- hookflow_wake) unless p_wake is false: hf_cycle claims them itself.
 -- p_again is internal: the second pass over items whose run changed while
--- they were decided.
+-- they were decided. An item's payload is either inline ("payload") or, as
+-- db/jobs.c sends it, the JSON text at byte range "payload_at" ([offset,
+-- length]) of p_texts, stored as it is (migrations/0013_payload_json.sql).
 CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true,
-					   p_again boolean DEFAULT true)
+					   p_again boolean DEFAULT true, p_texts bytea DEFAULT NULL)
 RETURNS TABLE (run_id text, outcome text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
@@ -171,11 +173,12 @@ BEGIN
 			result text, payload jsonb, value jsonb, reason text, http_status integer,
 			delay_ms bigint, retry_delay_ms bigint, wait_key text, wait_timeout_ms bigint,
 			kv jsonb, run_at timestamptz, wait_keys jsonb, children jsonb,
-			wait_children jsonb)) WITH ORDINALITY AS e(run_id, claim_token, result, payload,
-			value, reason, http_status, delay_ms, retry_delay_ms, wait_key, wait_timeout_ms,
-			kv, run_at, wait_keys, children, wait_children, ord)),
+			wait_children jsonb, payload_at jsonb)) WITH ORDINALITY AS e(run_id, claim_token,
+			result, payload, value, reason, http_status, delay_ms, retry_delay_ms, wait_key,
+			wait_timeout_ms, kv, run_at, wait_keys, children, wait_children, payload_at, ord)),
 	d AS (
 		SELECT x.ord, x.run_id AS rid, x.claim_token AS token, x.result AS res, x.payload,
+		       x.payload_at,
 		       x.value, x.reason, x.http_status, x.kv, x.wait_key, x.buffered,
 		       CASE WHEN x.wait_key IS NOT NULL THEN hf_wait_keys(x.wait_keys, x.wait_key)
 		       END AS wait_keys, x.children, x.wait_children,
@@ -292,7 +295,7 @@ BEGIN
 			  d.o_signal, d.o_claimed_at, d.o_pending_since, d.o_heartbeat, d.o_heartbeat_at,
 			  rr.status AS st, rr.workflow, rr.group_id, rr.concurrency_key, d.hist, d.dead,
 			  d.has_kv, d.http_status, rr.next_at, d.due IS NULL AS term,
-			  CASE WHEN d.advance THEN coalesce(d.payload, 'null') END AS output,
+			  d.advance, d.payload, d.payload_at,
 			  CASE WHEN d.due IS NULL THEN coalesce(rr.callback_url,
 				(SELECT w.callback_url FROM workflow w WHERE w.name = rr.workflow)) END
 				AS cb_url,
@@ -304,7 +307,11 @@ BEGIN
 					  signal, started_at, result, http_status, error, output,
 					  pending_since, heartbeat, heartbeat_at)
 		SELECT u.rid, u.o_generation, u.o_step, u.o_attempt, u.o_job_id, u.o_payload,
-		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err, u.output,
+		       u.o_signal, u.o_claimed_at, u.hist, u.http_status, u.hist_err,
+		       -- the output, made here only: a value carried through the
+		       -- joins above would be hashed (and spilled) with them
+		       CASE WHEN u.advance THEN coalesce(hf_text_at(p_texts, u.payload_at),
+							  u.payload::json, 'null') END,
 		       u.o_pending_since, u.o_heartbeat, u.o_heartbeat_at
 		FROM u WHERE u.hist IS NOT NULL),
 	-- The dashboard's figures (migrations/0011_step_stats.sql): what this
@@ -454,7 +461,7 @@ BEGIN
 		RETURN QUERY SELECT * FROM hf_settle_steps((
 			SELECT jsonb_agg(e.item ORDER BY e.ord)
 			FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)
-			WHERE NOT e.ord = ANY (coalesce(ords, '{}'))), p_wake, false);
+			WHERE NOT e.ord = ANY (coalesce(ords, '{}'))), p_wake, false, p_texts);
 		RETURN;
 	END IF;
 	RETURN QUERY SELECT e.item->>'run_id', 'claim_lost'::text

@@ -5,16 +5,22 @@
 -- behind.
 --
 -- p_lane is the lane the caller's previous claim stopped at, p_room the room
--- of its constrained endpoints (hf_claim).
+-- of its constrained endpoints (hf_claim), p_texts the payloads p_steps point
+-- into (hf_settle_steps).
+-- work_mem: the claimed jobs, payloads and all, are gathered in memory (the
+-- rows a set-returning function returns); with large payloads PostgreSQL's
+-- default 4MB sent them to a temporary file at every claim. hf_claim has the
+-- same setting.
 -- Returns the claimed jobs (hf_job rows, the columns db/jobs.c's JOB_COLUMNS
 -- reads), the lane this claim stopped at (kind 'lane', when it took a step),
 -- then one row per settlement refused because its claim was lost: kind
 -- 'lost_step' with the run id, or 'lost_callback' with the callback id, in `id`
 -- (every other column NULL).
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
-			 p_lease_ms integer, p_lane jsonb, p_room jsonb)
+			 p_lease_ms integer, p_lane jsonb, p_room jsonb, p_texts bytea)
 RETURNS SETOF hf_job
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET work_mem = '64MB' AS $$
 DECLARE
 	lost text[] := '{}';
 	kinds text[] := '{}';
@@ -24,7 +30,7 @@ BEGIN
 	IF jsonb_array_length(p_steps) > 0 THEN
 		SELECT coalesce(array_agg(s.run_id) FILTER (WHERE s.outcome = 'claim_lost'), '{}'),
 		       coalesce(bool_or(s.outcome = 'pending'), false)
-		INTO lost, queued FROM hf_settle_steps(p_steps, false) s;
+		INTO lost, queued FROM hf_settle_steps(p_steps, false, p_texts => p_texts) s;
 		kinds := array_fill('lost_step'::text, ARRAY[cardinality(lost)]);
 	END IF;
 	IF jsonb_array_length(p_callbacks) > 0 THEN

@@ -126,7 +126,8 @@ esac
 # charts.sh draws them. 500 runs a point, of 10 steps for the payload sweep.
 SWEEP_RUNS=(500 2000 8000)
 SWEEP_STEPS=(1 3 10 30)
-SWEEP_PAYLOAD=(100 1024 10240 102400)
+# BENCH_PAYLOAD_SIZES="B ..." replaces the payload sizes (bytes) of the sweep and of BENCH_PAYLOAD.
+read -ra SWEEP_PAYLOAD <<<"${BENCH_PAYLOAD_SIZES:-100 1024 10240 102400}"
 SWEEP_INFLIGHT=(1000 2000 5000 10000)
 SWEEP_DELAY_MS=2000
 

@@ -131,17 +131,22 @@ def test_an_answers_payload_and_result_are_stored_as_written(api, db, webhook):
     # The payload and result of an answer are passed on as the text the
     # webhook wrote (base/jsonscan.c), not decoded to doubles and written
     # again: 0.1 stays 0.1 (a double would be written 0.10000000000000001),
-    # and a number's digits are kept. An answer only jansson can vouch for
-    # (an escaped key) is decoded as before and ends the same.
-    seen = []
+    # and a number's digits are kept. The payload is stored as that very
+    # text (json, migrations/0013_payload_json.sql: its spacing, key order
+    # and escapes too) and is what the next step receives. An answer only
+    # jansson can vouch for (an escaped key) is decoded as before and ends
+    # the same.
+    seen, raw = [], []
+    written = b'{"x": 0.1, "d": 2.50, "s": "caf\\u00e9"}'
     answers = [
-        b'{"outcome":"continue","payload":{"x": 0.1, "d": 2.50, "s": "caf\\u00e9"}}',
+        b'{"outcome":"continue","payload":' + written + b'}',
         b'{"outcome":"continue","payload":{"\\u0078": 0.25}}',
         b'{"result": {"total": 0.3, "n": [1, 2]}, "outcome": "succeed"}',
     ]
 
     def handler(req):
         seen.append(req.field("payload"))
+        raw.append(req.body)
         return Reply(200, body=answers[req.step], headers={"Content-Type": "application/json"})
 
     webhook.route("/steps", handler)
@@ -150,13 +155,16 @@ def test_an_answers_payload_and_result_are_stored_as_written(api, db, webhook):
     done = api.wait_terminal(rid)
     assert done["status"] == "succeeded", done
     assert seen[1] == {"x": 0.1, "d": 2.5, "s": "caf\u00e9"}, seen
+    assert b'"payload":' + written in raw[1], raw[1]
     assert seen[2] == {"x": 0.25}, seen
-    outputs = db.sql("SELECT step, output::text FROM step_attempt WHERE run_id = '%s' "
-                     "AND step < 2 ORDER BY step" % rid)
-    assert outputs == [["0", '{"d": 2.50, "s": "caf\u00e9", "x": 0.1}'],
-                       ["1", '{"x": 0.25}']], outputs
+    outputs = db.sql("SELECT step, output::text, pg_typeof(output)::text FROM step_attempt "
+                     "WHERE run_id = '%s' AND step < 2 ORDER BY step" % rid)
+    assert outputs == [["0", written.decode(), "json"], ["1", '{"x": 0.25}', "json"]], outputs
     assert db.scalar("SELECT result::text FROM run WHERE run_id = '%s'" % rid) == \
         '{"n": [1, 2], "total": 0.3}'
+    # The history shows them as values.
+    hist = [(s["step"], s["payload"]) for s in api.steps(rid)]
+    assert hist == [(0, {"start": 1}), (1, seen[1]), (2, seen[2])], hist
     # A repeated key inside the payload is refused, as before.
     webhook.route("/steps", lambda req: Reply(
         200, body=b'{"outcome":"continue","payload":{"a":1,"a":2}}',

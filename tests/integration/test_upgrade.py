@@ -20,7 +20,13 @@ the upgrade however the engine inside changes.
   build before migrations/0012_run_key.sql (0.1.0 has no flow-control keys)
   leaves keyed runs running, pending behind their key's slot and ended, and is
   killed; the new binary lists them by key, counts the active ones for
-  key_mode skip, and finishes them."""
+  key_mode skip, and finishes them.
+- test_payloads_in_flight_are_kept_across_the_payload_json_migration: the
+  build before migrations/0013_payload_json.sql (step outputs stored as
+  jsonb) leaves runs whose next step's payload is an earlier step's output:
+  one with that step's call in flight, one waiting out a delay; the new
+  binary delivers each payload, keeps the history, and stores new outputs
+  as json."""
 
 import collections
 import http.client
@@ -555,3 +561,56 @@ def test_keyed_runs_in_flight_keep_their_key_across_the_run_key_migration(
     api.submit("up-keyskip", run_id="skip-after", concurrency_key="s1")
     assert api.wait_terminal("skip-after")["status"] == "succeeded"
     assert listed("s1") == ["skip-after", "skip-held"]
+
+
+@pytest.fixture(scope="module")
+def before_payload_json():
+    try:
+        return binary_before("migrations/0013_payload_json.sql")
+    except ReleaseError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def test_payloads_in_flight_are_kept_across_the_payload_json_migration(
+        services, db, webhook, before_payload_json):
+    env = dict(HOOKFLOW_LEASE_MS=LEASE_MS, HOOKFLOW_API_TOKENS=TOKEN)
+    old = services.start(binary=before_payload_json, **env)
+    api = old.api
+    p1 = {"held": [1, 2.5, "caf\u00e9"], "pad": "x" * 5000}  # TOASTed
+    p2 = {"delayed": True}
+    steps = Steps()
+    # pj-held: step 1's call is in flight at the kill, delivered again after.
+    steps.on("pj-held", lambda r: cont(p1) if r.step == 0 else
+             Hang(max_s=60) if r.attempt == 1 else succeed(r.field("payload")))
+    # pj-delayed: step 1 waits out a delay that ends after the take-over.
+    steps.on("pj-delayed", lambda r: Reply(200, {"outcome": "continue", "payload": p2,
+                                                 "delay_ms": TIMER_MS}) if r.step == 0
+             else cont({"after": r.field("payload")}) if r.step == 1
+             else succeed(r.field("payload")))
+    webhook.route("/steps", steps)
+    api.put_workflow("up-pj", webhook.url("/steps"), timeout_ms=30000)
+    api.submit("up-pj", run_id="pj-held", input={"start": 1})
+    api.submit("up-pj", run_id="pj-delayed", input={"start": 2})
+    held = webhook.wait_requests(1, run_id="pj-held", step=1)[0]
+    wait_until(lambda: api.run("pj-delayed")["status"] == "scheduled", what="pj-delayed scheduled")
+    assert db.scalar("SELECT pg_typeof(output)::text FROM step_attempt "
+                     "WHERE run_id = 'pj-held' AND step = 0") == "jsonb"
+
+    assert old.kill() == -signal.SIGKILL
+    assert held.disconnected.wait(5), "the held call stayed open after the kill"
+    new = services.start(**env)
+    api = new.api
+    done = api.wait_terminal("pj-held", timeout=30)
+    assert done["status"] == "succeeded" and done["result"] == p1, done
+    done = api.wait_terminal("pj-delayed", timeout=30)
+    assert done["status"] == "succeeded" and done["result"] == {"after": p2}, done
+    # Every call of step 1 got its payload: the one before the kill and the
+    # ones after it, read from the copied output.
+    assert [r.field("payload") for r in webhook.requests(path="/steps", run_id="pj-held", step=1)] \
+        == [p1, p1]
+    assert [(s["step"], s["payload"]) for s in api.steps("pj-held")] == \
+        [(0, {"start": 1}), (1, p1), (1, p1)]
+    assert db.sql("SELECT step, pg_typeof(output)::text FROM step_attempt "
+                  "WHERE run_id = 'pj-delayed' AND output IS NOT NULL ORDER BY step") == \
+        [["0", "json"], ["1", "json"]]
+    assert_no_step_settled_twice(db, webhook, steps.answered())
