@@ -592,7 +592,7 @@ def test_payloads_in_flight_are_kept_across_the_payload_json_migration(
     api.submit("up-pj", run_id="pj-held", input={"start": 1})
     api.submit("up-pj", run_id="pj-delayed", input={"start": 2})
     held = webhook.wait_requests(1, run_id="pj-held", step=1)[0]
-    wait_until(lambda: api.run("pj-delayed")["status"] == "scheduled", what="pj-delayed scheduled")
+    wait_until(lambda: api.run("pj-delayed")["status"] == "scheduled", message="pj-delayed scheduled")
     assert db.scalar("SELECT pg_typeof(output)::text FROM step_attempt "
                      "WHERE run_id = 'pj-held' AND step = 0") == "jsonb"
 
