@@ -362,3 +362,27 @@ bool jsonscan_object(const char *s, size_t len, const char *const *names, size_t
 		memset(spans, 0, n * sizeof *spans);
 	return ok;
 }
+
+char *jsonscan_append(const char *object, const char *members)
+{
+	size_t n = strlen(object), m = strlen(members);
+	while (n > 0 && (object[n - 1] == ' ' || object[n - 1] == '\n'))
+		n--;
+	if (n < 2 || object[0] != '{' || object[n - 1] != '}')
+		return NULL;
+	bool empty = true; /* "{}", "{ }" */
+	for (size_t i = 1; i < n - 1 && empty; i++)
+		empty = object[i] == ' ' || object[i] == '\n';
+	char *out = malloc(n + m + 2);
+	if (out == NULL)
+		return NULL;
+	size_t k = n - 1;
+	memcpy(out, object, k);
+	if (!empty && m > 0)
+		out[k++] = ',';
+	memcpy(out + k, members, m);
+	k += m;
+	out[k++] = '}';
+	out[k] = '\0';
+	return out;
+}

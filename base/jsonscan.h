@@ -34,4 +34,11 @@ struct jsonscan_span {
 bool jsonscan_object(const char *s, size_t len, const char *const *names, size_t n,
 		     struct jsonscan_span *spans);
 
+/* `object` (borrowed), the JSON text of an object as a JSON writer wrote it
+ * ('{' first, '}' last but for trailing spaces and newlines), with the
+ * text `members` (borrowed: "\"name\":value", comma-separated) added as
+ * its last members. Malloc'd, the caller's; NULL when out of memory or when
+ * `object` is not so. Neither text is checked further. */
+char *jsonscan_append(const char *object, const char *members);
+
 #endif

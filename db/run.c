@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/ids.h"
+#include "base/jsonscan.h"
 #include "base/strbuf.h"
 #include "db/internal.h"
 
@@ -127,16 +128,14 @@ char *db_run_submit_item(const struct run_submit *s)
 {
 	char hash[64 + 1];
 	ids_hex(s->input_hash, 32, hash);
-	json_t *input = json_loads(s->input_json, JSON_DECODE_ANY, NULL);
 	json_t *headers = json_loads(s->headers_json, 0, NULL);
 	json_t *kv = s->kv_json ? json_loads(s->kv_json, 0, NULL) : NULL;
 	json_t *it = json_object();
 	char *text = NULL;
-	if (input == NULL || headers == NULL || (s->kv_json != NULL && kv == NULL) || it == NULL)
+	if (headers == NULL || (s->kv_json != NULL && kv == NULL) || it == NULL)
 		goto out;
 	json_object_set_new(it, "run_id", json_string(s->run_id));
 	json_object_set_new(it, "workflow", json_string(s->workflow));
-	json_object_set(it, "input", input);
 	json_object_set_new(it, "input_hash", json_string(hash));
 	json_object_set(it, "headers", headers);
 	if (s->priority >= 0)
@@ -159,9 +158,16 @@ char *db_run_submit_item(const struct run_submit *s)
 		goto out;
 	if (tr != NULL)
 		json_object_set_new(it, "trace", tr);
-	text = json_dumps(it, JSON_COMPACT);
+	/* The input goes in as its text (large inputs: not decoded again). */
+	char *head = json_dumps(it, JSON_COMPACT);
+	struct strbuf in = {0};
+	strbuf_puts(&in, "\"input\":");
+	strbuf_puts(&in, s->input_json);
+	if (head != NULL && !in.oom)
+		text = jsonscan_append(head, in.data);
+	free(head);
+	strbuf_cleanup(&in);
 out:
-	json_decref(input);
 	json_decref(headers);
 	json_decref(kv);
 	json_decref(it);
@@ -216,8 +222,8 @@ enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
 	return ERR_OK;
 }
 
-enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
-			 struct err *e)
+enum err_code db_run_get_text(struct db_conn *c, const char *run_id, char **out, bool *terminal,
+			      struct err *e)
 {
 	*out = NULL;
 	const char *p[1] = {run_id};
@@ -228,11 +234,23 @@ enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bo
 		PQclear(r);
 		return err_set(e, ERR_NOT_FOUND, "run %s not found", run_id);
 	}
-	*out = db_json(r, 0, 0);
+	*out = strdup(PQgetvalue(r, 0, 0));
 	if (terminal)
 		*terminal = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
 	PQclear(r);
-	return ERR_OK;
+	return *out != NULL ? ERR_OK : err_set(e, ERR_INTERNAL, "out of memory");
+}
+
+enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
+			 struct err *e)
+{
+	char *text = NULL;
+	*out = NULL;
+	if (db_run_get_text(c, run_id, &text, terminal, e))
+		return e->code;
+	*out = db_json_parse(text, strlen(text));
+	free(text);
+	return *out != NULL ? ERR_OK : err_set(e, ERR_INTERNAL, "run %s: unreadable JSON", run_id);
 }
 
 /* The position "<step>.<attempt>" of a steps cursor (its generation is the

@@ -57,6 +57,12 @@ enum err_code db_run_submit_many(struct db_conn *c, char *const *items, int n,
 enum err_code db_run_get(struct db_conn *c, const char *run_id, json_t **out, bool *terminal,
 			 struct err *e);
 
+/* db_run_get's run as the JSON text PostgreSQL wrote (malloc'd, the
+ * caller's), for a reply that passes it on without decoding its input and
+ * result. */
+enum err_code db_run_get_text(struct db_conn *c, const char *run_id, char **out, bool *terminal,
+			      struct err *e);
+
 /* One page (`pg`, borrowed) of the attempt history of run `run_id`, oldest
  * first, into *out (the caller owns it: db_page_cleanup; zeroed on failure).
  * ERR_NOT_FOUND when the run does not exist, ERR_INVALID for a malformed

@@ -5,6 +5,7 @@
 
 #include "base/canon.h"
 #include "base/ids.h"
+#include "base/jsonscan.h"
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 #include "db/run.h"
@@ -186,16 +187,14 @@ void handle_run_submit(struct http_req *r)
 		http_reply_error(r, &a->err);
 		return;
 	}
-	json_t *run = db_json_parse(a->run_json, strlen(a->run_json));
-	if (run == NULL) {
-		err_set(&e, ERR_INTERNAL, "submit: unreadable run");
-		http_reply_error(r, &e);
-		return;
-	}
-	/* skipped: the run is the key's active run (key_mode skip) */
-	json_object_set_new(run, "newly_submitted", json_boolean(a->res == RUN_CREATED));
-	json_object_set_new(run, "skipped", json_boolean(a->res == RUN_SKIPPED));
-	http_reply_json(r, a->res == RUN_CREATED ? 201 : 200, run);
+	/* The run as PostgreSQL wrote it, its input not decoded again, and
+	 * skipped: the run is the key's active run (key_mode skip). */
+	char members[64];
+	snprintf(members, sizeof members, "\"newly_submitted\":%s,\"skipped\":%s",
+		 a->res == RUN_CREATED ? "true" : "false",
+		 a->res == RUN_SKIPPED ? "true" : "false");
+	http_reply_json_text(r, a->res == RUN_CREATED ? 201 : 200,
+			     jsonscan_append(a->run_json, members));
 }
 
 static enum err_code path_run_id(struct http_req *r, const char **id, struct err *e)
@@ -208,13 +207,13 @@ void handle_run_get(struct http_req *r)
 {
 	struct err e = {0};
 	struct db_conn *c = NULL;
-	json_t *run = NULL;
+	char *run = NULL; /* the run's JSON text, passed on as PostgreSQL wrote it */
 	const char *id;
 	int64_t wait_ms;
 	bool terminal = false;
 	if (path_run_id(r, &id, &e) ||
 	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
-	    db_run_get(c, id, &run, &terminal, &e))
+	    db_run_get_text(c, id, &run, &terminal, &e))
 		goto out;
 	/* Until the run is terminal or the wait is over. A wait that fired
 	 * without the run terminating (the LISTEN connection came back after
@@ -222,30 +221,31 @@ void handle_run_get(struct http_req *r)
 	while (!terminal && wait_ms > 0 && !http_longpoll_expired(r)) {
 		/* Arm first, then read again: a termination committed in between
 		 * is either seen by this read or fires the waiter. */
-		json_decref(run);
+		free(run);
 		run = NULL;
-		if (http_longpoll_arm(r, id, wait_ms, &e) || db_run_get(c, id, &run, &terminal, &e))
+		if (http_longpoll_arm(r, id, wait_ms, &e) ||
+		    db_run_get_text(c, id, &run, &terminal, &e))
 			goto out;
 		if (terminal)
 			break;
 		hc_db_release(r, c);
 		c = NULL;
 		if (http_longpoll_suspend(r)) {
-			json_decref(run);
+			free(run);
 			return; /* called again when the wait fires */
 		}
-		json_decref(run);
+		free(run);
 		run = NULL;
-		if (hc_db(r, &c, &e) || db_run_get(c, id, &run, &terminal, &e))
+		if (hc_db(r, &c, &e) || db_run_get_text(c, id, &run, &terminal, &e))
 			goto out;
 	}
-	http_reply_json(r, 200, run);
+	http_reply_json_text(r, 200, run);
 	run = NULL;
 out:
 	hc_db_release(r, c);
 	if (e.code)
 		http_reply_error(r, &e);
-	json_decref(run);
+	free(run);
 }
 
 /* A page of a list that belongs to the run in the path: its steps, its

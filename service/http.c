@@ -427,6 +427,17 @@ void http_reply_json(struct http_req *r, int status, json_t *body)
 	queue(r, status, "application/json", s, strlen(s));
 }
 
+void http_reply_json_text(struct http_req *r, int status, char *text)
+{
+	if (text == NULL) {
+		struct err e = {0};
+		err_set(&e, ERR_INTERNAL, "could not encode the response");
+		http_reply_error(r, &e);
+		return;
+	}
+	queue(r, status, "application/json", text, strlen(text));
+}
+
 void http_reply_page(struct http_req *r, int status, json_t *head, const char *key,
 		     const char *items, size_t len, const char *next)
 {

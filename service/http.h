@@ -140,6 +140,11 @@ void http_reply_error(struct http_req *r, const struct err *e);
 void http_reply_page(struct http_req *r, int status, json_t *head, const char *key,
 		     const char *items, size_t len, const char *next);
 
+/* Replies `status` with the JSON text `text` (malloc'd; taken, also on
+ * failure; NULL replies 500). For JSON written elsewhere (PostgreSQL) and
+ * passed on without being decoded. */
+void http_reply_json_text(struct http_req *r, int status, char *text);
+
 /* Replies `status` with `len` bytes of `body` (copied) of type `ctype`. */
 void http_reply_bytes(struct http_req *r, int status, const char *ctype, const char *body,
 		      size_t len);

@@ -17,7 +17,7 @@
 -- 'lost_step' with the run id, or 'lost_callback' with the callback id, in `id`
 -- (every other column NULL).
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
-			 p_lease_ms integer, p_lane jsonb, p_room jsonb, p_texts bytea)
+			 p_lease_ms integer, p_lane jsonb, p_room jsonb, p_texts bytea DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 	SET work_mem = '64MB' AS $$

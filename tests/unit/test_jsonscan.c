@@ -243,6 +243,36 @@ static void test_random_texts_against_jansson(void **state)
 	}
 }
 
+/* jsonscan_append: members go last, with a comma only after a member. */
+static void test_append_members(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *object, *members, *want;
+	} cases[] = {
+		{"{\"a\":1}", "\"b\":true", "{\"a\":1,\"b\":true}"},
+		{"{}", "\"b\":[1]", "{\"b\":[1]}"},
+		{"{ }\n", "\"b\":null", "{ \"b\":null}"},
+		{"{\"a\": {\"x\": \"}\"}}\n", "\"i\":{\"k\":2}",
+		 "{\"a\": {\"x\": \"}\"},\"i\":{\"k\":2}}"},
+		{"{\"a\":1}", "", "{\"a\":1}"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *got = jsonscan_append(cases[i].object, cases[i].members);
+		assert_non_null(got);
+		assert_string_equal(got, cases[i].want);
+		json_t *v = json_loads(got, 0, NULL);
+		assert_non_null(v); /* still one JSON object */
+		json_decref(v);
+		free(got);
+	}
+	/* Not an object: refused, not mangled. */
+	assert_null(jsonscan_append("[1]", "\"b\":1"));
+	assert_null(jsonscan_append("", "\"b\":1"));
+	assert_null(jsonscan_append("{", "\"b\":1"));
+	assert_null(jsonscan_append("null", "\"b\":1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +282,7 @@ int main(void)
 		cmocka_unit_test(test_duplicates_among_many_keys),
 		cmocka_unit_test(test_member_spans),
 		cmocka_unit_test(test_random_texts_against_jansson),
+		cmocka_unit_test(test_append_members),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
