@@ -418,13 +418,7 @@ void http_reply_json(struct http_req *r, int status, json_t *body)
 {
 	char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
 	json_decref(body);
-	if (s == NULL) {
-		struct err e = {0};
-		err_set(&e, ERR_INTERNAL, "could not encode the response");
-		http_reply_error(r, &e);
-		return;
-	}
-	queue(r, status, "application/json", s, strlen(s));
+	http_reply_json_text(r, status, s);
 }
 
 void http_reply_json_text(struct http_req *r, int status, char *text)
