@@ -199,6 +199,8 @@ static int serve(struct config *cfg)
 	if (db_secrets_prepare(c, config_encryption_key(cfg), &sealed, &e) ||
 	    db_keys_load(c, config_encryption_key(cfg), &keys, &nkeys, &e)) {
 		log_error("main", "cannot read the stored secrets", "error=\"%s\"", e.msg);
+		db_conn_free(c);
+		keyring_free(keyring);
 		return 1;
 	}
 	if (sealed > 0)
@@ -224,6 +226,7 @@ static int serve(struct config *cfg)
 	 * engine's. */
 	if (otlp_start(cfg, instance, &e)) {
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
+		keyring_free(keyring);
 		return 1;
 	}
 	if (otlp_enabled())
@@ -249,24 +252,31 @@ static int serve(struct config *cfg)
 		.keyring = keyring,
 	};
 	struct http_server *srv = NULL;
+	int rc = 0, grace_ms = 0;
 	if (dispatcher_start(d, &e) || listener_start(l, &e) || submitter_start(sub, &e) ||
 	    snapshot_start(snap, &e) || http_server_start(&app, routes, routes_count, &srv, &e)) {
+		/* What started stops below, as at a shutdown: nothing is in
+		 * flight yet, so without a grace period. */
 		log_error("main", "start-up failed", "error=\"%s\"", e.msg);
-		return 1;
+		rc = 1;
+	} else {
+		log_info("main", "hookflow serving",
+			 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d "
+			 "egress=%s",
+			 instance, cfg->listen_host, cfg->listen_port, cfg->public_url,
+			 cfg->workers, cfg->max_inflight,
+			 cfg->egress_proxy ? cfg->egress_proxy : "direct");
+		if (cfg->ca_file != NULL || cfg->client_cert != NULL)
+			log_info("main", "webhook TLS", "ca_file=%s client_cert=%s",
+				 cfg->ca_file ? cfg->ca_file : "none",
+				 cfg->client_cert ? cfg->client_cert : "none");
+		int sig = 0;
+		sigwait(&set, &sig);
+		log_info("main", "shutting down", "signal=%d grace_ms=%d", sig,
+			 cfg->shutdown_grace_ms);
+		grace_ms = cfg->shutdown_grace_ms;
 	}
-	log_info("main", "hookflow serving",
-		 "instance=%s listen=%s:%d public_url=%s workers=%d max_inflight=%d egress=%s",
-		 instance, cfg->listen_host, cfg->listen_port, cfg->public_url, cfg->workers,
-		 cfg->max_inflight, cfg->egress_proxy ? cfg->egress_proxy : "direct");
-	if (cfg->ca_file != NULL || cfg->client_cert != NULL)
-		log_info("main", "webhook TLS", "ca_file=%s client_cert=%s",
-			 cfg->ca_file ? cfg->ca_file : "none",
-			 cfg->client_cert ? cfg->client_cert : "none");
-
-	int sig = 0;
-	sigwait(&set, &sig);
-	log_info("main", "shutting down", "signal=%d grace_ms=%d", sig, cfg->shutdown_grace_ms);
-	dispatcher_stop(d, cfg->shutdown_grace_ms);
+	dispatcher_stop(d, grace_ms);
 	listener_close_waits(l); /* long-polls answer with the run as it stands */
 	submitter_stop(sub);     /* queued submissions are committed and answered */
 	http_server_stop(srv);
@@ -279,8 +289,9 @@ static int serve(struct config *cfg)
 	db_pool_free(pool);
 	keyring_free(keyring);
 	otlp_stop(); /* what is queued is sent */
-	log_info("main", "stopped", NULL);
-	return 0;
+	if (rc == 0)
+		log_info("main", "stopped", NULL);
+	return rc;
 }
 
 /* `hookflow migrate --check`: compares the database with this binary and

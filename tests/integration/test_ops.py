@@ -4,6 +4,7 @@ and the X-Request-Id convention (openapi/openapi.yaml, info.description)."""
 import os
 import re
 import signal
+import socket
 
 from harness import Api, StepScript, free_port, succeed, wait_until
 
@@ -101,6 +102,25 @@ def test_sigterm_while_the_database_is_down_stops_the_start_up(services, refused
     svc.send_signal(signal.SIGTERM)
     assert svc.wait_exit(5) == 0, svc.log_tail()
     assert "stopped while waiting for the database" in svc.log_text()
+
+
+def test_a_start_up_that_fails_after_its_threads_started_stops_them(services):
+    """The API's port is taken: by then the dispatcher, listener, submitter
+    and snapshot threads have started. hookflow stops them as at a shutdown
+    and frees what it holds (the sanitizer build reports any leak at exit)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        svc = services.new(HOOKFLOW_LISTEN="127.0.0.1:%d" % port)
+        svc.start(wait_ready=False)
+        code = svc.wait_exit(30)
+    log = svc.log_text()
+    assert code == 1, "exit %r; log:\n%s" % (code, log)
+    assert "dispatcher started" in log and "cannot listen on" in log, log
+    assert "start-up failed" in log and "hookflow serving" not in log, log
+    marks = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+    assert not any(m in log for m in marks), log
 
 
 def _serving_line(svc):
