@@ -462,15 +462,16 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 
 	/* Test-only: lets the integration tests stop the process at a chosen
 	 * point ("exit_before_settle": after a webhook answered and its replay
-	 * record, if any, was stored, before the step's settlement commits).
-	 * Never set it in production. */
+	 * record, if any, was stored, before the step's settlement commits;
+	 * "deaf_to_wake_and_done": the listener does not LISTEN on
+	 * hookflow_wake and hookflow_done). Never set it in production. */
 	/* Test-only: moves the schedules' clock (README "Schedules"). */
 	if (int_var("HOOKFLOW_CLOCK_OFFSET_MS", 0, -3153600000000LL, 3153600000000LL,
 		    &c->clock_offset_ms, e))
 		return e->code;
 	v = getenv("HOOKFLOW_TEST_FAULT");
 	if (v != NULL && *v != '\0') {
-		if (strcmp(v, "exit_before_settle") != 0)
+		if (strcmp(v, "exit_before_settle") != 0 && strcmp(v, "deaf_to_wake_and_done") != 0)
 			return err_set(e, ERR_INVALID, "HOOKFLOW_TEST_FAULT: unknown fault");
 		c->test_fault = strdup(v);
 	}

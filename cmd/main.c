@@ -233,10 +233,10 @@ static int serve(struct config *cfg)
 		db_set_span_sink(otlp_engine_span);
 
 	struct db_pool *pool = db_pool_new(cfg->database_url, cfg->db_pool);
-	struct dispatcher *d = dispatcher_new(cfg, instance, keyring);
 	struct waiters *ws = waiters_new();
-	struct listener *l = d && ws ? listener_new(cfg, d, ws, keyring) : NULL;
-	struct submitter *sub = submitter_new(cfg);
+	struct dispatcher *d = ws ? dispatcher_new(cfg, instance, keyring, ws) : NULL;
+	struct listener *l = d ? listener_new(cfg, d, ws, keyring) : NULL;
+	struct submitter *sub = d ? submitter_new(cfg, d) : NULL;
 	struct snapshot *snap = snapshot_new(cfg);
 	if (pool == NULL || d == NULL || ws == NULL || l == NULL || sub == NULL || snap == NULL)
 		die("out of memory");

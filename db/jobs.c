@@ -367,22 +367,21 @@ static void read_lane(const PGresult *r, int row, int col, struct claim_lane *l)
 	db_claimed_job_cleanup(&j);
 }
 
-/* Marks in refused[] the item of `v` that lost row `row` names. */
-static void mark_refused(const PGresult *r, int row, const struct settlement *v, size_t n,
-			 bool *refused)
+/* Sets flags[i] for the settlements v[i] of kind `kind` whose id row `row`
+ * names (in its `id` column, `col`). */
+static void mark(const PGresult *r, int row, int col, enum job_kind kind,
+		 const struct settlement *v, size_t n, bool *flags)
 {
-	enum job_kind kind =
-		strcmp(PQgetvalue(r, row, 1), "lost_step") == 0 ? JOB_STEP : JOB_CALLBACK;
-	const char *id = PQgetvalue(r, row, 2);
-	for (size_t i = 0; refused != NULL && i < n; i++)
+	const char *id = PQgetvalue(r, row, col);
+	for (size_t i = 0; flags != NULL && i < n; i++)
 		if (v[i].kind == kind && v[i].id != NULL && strcmp(v[i].id, id) == 0)
-			refused[i] = true;
+			flags[i] = true;
 }
 
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n, bool *refused,
-			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
-			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
-			    struct err *e)
+			    bool *ended, const char *owner, int limit, int lease_ms,
+			    struct claim_lane *lane, const char *room, struct claimed_job **jobs,
+			    int *njobs, int *lost, struct err *e)
 {
 	*jobs = NULL;
 	*njobs = 0;
@@ -410,8 +409,9 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	strbuf_cleanup(&texts);
 	if (r == NULL)
 		return e->code;
-	/* A row is a claimed job, the lane the claim stopped at (kind lane), or
-	 * (kind lost_step, lost_callback) a settlement whose claim was lost. */
+	/* A row is a claimed job, the lane the claim stopped at (kind lane), a
+	 * settlement whose claim was lost (kind lost_step, lost_callback), or a
+	 * run the settlement ended (kind ended). */
 	int rows = PQntuples(r);
 	struct claimed_job *a = rows > 0 ? calloc((size_t)rows, sizeof *a) : NULL;
 	if (rows > 0 && a == NULL) {
@@ -420,13 +420,18 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	}
 	int k = 0;
 	for (int i = 0; i < rows; i++) {
-		if (strncmp(PQgetvalue(r, i, 1), "lost_", 5) == 0) {
+		const char *kind = PQgetvalue(r, i, 1);
+		if (strncmp(kind, "lost_", 5) == 0) {
 			(*lost)++;
-			mark_refused(r, i, v, n, refused);
-		} else if (strcmp(PQgetvalue(r, i, 1), "lane") == 0)
+			mark(r, i, 2, strcmp(kind, "lost_step") == 0 ? JOB_STEP : JOB_CALLBACK, v,
+			     n, refused);
+		} else if (strcmp(kind, "ended") == 0) {
+			mark(r, i, 2, JOB_STEP, v, n, ended);
+		} else if (strcmp(kind, "lane") == 0) {
 			read_lane(r, i, 1, lane);
-		else
+		} else {
 			read_job(r, i, 1, &a[k++]);
+		}
 	}
 	PQclear(r);
 	if (k == 0) {

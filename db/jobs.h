@@ -173,7 +173,8 @@ void claim_lane_cleanup(struct claim_lane *l);
 /* One dispatcher cycle in one transaction (hf_cycle): settles `n` ended
  * calls `v` (borrowed; either kind, n may be 0; refused[i], when `refused`
  * is not NULL, is set to whether v[i] was refused because its claim was
- * lost), then claims up to `limit`
+ * lost, and ended[i], when `ended` is not NULL, to whether v[i] ended its
+ * run), then claims up to `limit`
  * jobs (0: none) for `owner` with a lease of `lease_ms`, taking the lanes in
  * turn after `*lane`, which receives where this claim stopped (unchanged when
  * it took no step), and starting at most what `room` (borrowed JSON text
@@ -184,9 +185,9 @@ void claim_lane_cleanup(struct claim_lane *l);
  * claim had been lost (someone else owns the job now). On failure nothing
  * was settled or claimed. */
 enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_t n, bool *refused,
-			    const char *owner, int limit, int lease_ms, struct claim_lane *lane,
-			    const char *room, struct claimed_job **jobs, int *njobs, int *lost,
-			    struct err *e);
+			    bool *ended, const char *owner, int limit, int lease_ms,
+			    struct claim_lane *lane, const char *room, struct claimed_job **jobs,
+			    int *njobs, int *lost, struct err *e);
 
 /* Settles `n` ended calls `v` (borrowed) in one transaction. *lost (may be
  * NULL) receives how many claims had been lost. */

@@ -50,6 +50,7 @@
 #include "service/otlp.h"
 #include "service/stepreq.h"
 #include "service/verdict.h"
+#include "service/waiters.h"
 #include "service/webhook.h"
 
 #define CLAIM_BATCH 256
@@ -140,6 +141,7 @@ struct dispatcher {
 	atomic_bool refusing; /* a newer hookflow took the database: claim nothing */
 	char *instance;
 	struct keyring *keyring; /* signs delivery tokens */
+	struct waiters *ws;      /* this process's long-polls; may be NULL */
 	struct endpoints *eps;   /* allowance and breaker per endpoint (owned) */
 	int nworkers;
 	struct worker *workers;
@@ -154,7 +156,7 @@ static void poke_io(struct worker *w)
 }
 
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  struct keyring *keyring)
+				  struct keyring *keyring, struct waiters *ws)
 {
 	struct dispatcher *d = calloc(1, sizeof *d);
 	if (d == NULL)
@@ -162,6 +164,7 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 	d->cfg = cfg;
 	d->instance = strdup(instance);
 	d->keyring = keyring;
+	d->ws = ws;
 	d->nworkers = cfg->workers;
 	d->workers = calloc((size_t)d->nworkers, sizeof *d->workers);
 	struct endpoints_config ec = endpoints_config_default();
@@ -1131,14 +1134,20 @@ static bool cycle(struct worker *w, int room)
 	/* With spans exported, the settlements' settle spans cover this
 	 * transaction and say which ones were refused. */
 	bool *refused = nsettle > 0 && otlp_enabled() ? calloc(nsettle, sizeof *refused) : NULL;
+	/* The runs it ends: their long-polls here are answered at once. */
+	bool *ended = nsettle > 0 && w->d->ws != NULL ? calloc(nsettle, sizeof *ended) : NULL;
 	int64_t t0 = refused != NULL ? now_ns() : 0;
 	enum err_code rc =
-		db_jobs_cycle(w->db, w->work.v, nsettle, refused, w->owner, want,
+		db_jobs_cycle(w->db, w->work.v, nsettle, refused, ended, w->owner, want,
 			      w->d->cfg->lease_ms, &w->lane, rooms, &jobs, &n, &lost, &e);
 	free(rooms);
 	if (rc == ERR_OK && refused != NULL)
 		emit_settle_spans(w->work.v, nsettle, refused, t0, now_ns());
+	for (size_t i = 0; rc == ERR_OK && ended != NULL && i < nsettle; i++)
+		if (ended[i])
+			waiters_notify(w->d->ws, w->work.v[i].id);
 	free(refused);
+	free(ended);
 	if (rc == ERR_UNAVAILABLE || rc == ERR_BUSY) {
 		log_warn("dispatcher", "cycle failed, will retry",
 			 "worker=%d settlements=%zu error=\"%s\"", w->index, nsettle, e.msg);

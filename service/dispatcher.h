@@ -19,16 +19,19 @@
 #include "base/err.h"
 
 struct keyring;
+struct waiters;
 struct endpoints;
 
 struct dispatcher;
 
 /* Creates the dispatcher (threads not started). `cfg` is borrowed and must
  * outlive it; `instance` (copied) names this process in lease owners;
- * `keyring` (borrowed, outlives the dispatcher) signs delivery tokens. NULL
- * when out of memory. */
+ * `keyring` (borrowed, outlives the dispatcher) signs delivery tokens; the
+ * long-polls of `ws` (borrowed, outlives it; NULL: none) on a run its
+ * settlement ended are woken once it committed, without waiting for the
+ * NOTIFY that wakes every instance's. NULL when out of memory. */
 struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance,
-				  struct keyring *keyring);
+				  struct keyring *keyring, struct waiters *ws);
 
 /* Starts the worker threads. */
 enum err_code dispatcher_start(struct dispatcher *d, struct err *e);

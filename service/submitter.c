@@ -8,11 +8,13 @@
 
 #include "base/log.h"
 #include "db/db.h"
+#include "service/dispatcher.h"
 
 #define MAX_BATCH 512
 
 struct submitter {
 	const struct config *cfg;
+	struct dispatcher *dispatcher; /* woken after a batch created runs; may be NULL */
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t mu;
@@ -85,6 +87,12 @@ static void submit_batch(struct submitter *s, struct submit_job **jobs, int n)
 	for (int i = 0; i < n; i++)
 		items[i] = jobs[i]->item;
 	if (db_run_submit_many(s->db, items, n, answers, &e) == ERR_OK) {
+		bool created = false;
+		for (int i = 0; i < n; i++)
+			created |= answers[i].res == RUN_CREATED;
+		if (created && s->dispatcher != NULL)
+			dispatcher_wake(
+				s->dispatcher); /* before the answers: the claim goes first */
 		for (int i = 0; i < n; i++) {
 			jobs[i]->answer = answers[i];
 			finish(jobs[i]);
@@ -132,12 +140,13 @@ static void *submitter_main(void *arg)
 	return NULL;
 }
 
-struct submitter *submitter_new(const struct config *cfg)
+struct submitter *submitter_new(const struct config *cfg, struct dispatcher *d)
 {
 	struct submitter *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return NULL;
 	s->cfg = cfg;
+	s->dispatcher = d;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	return s;

@@ -39,8 +39,13 @@ void submit_job_unref(struct submit_job *j);
 
 struct submitter;
 
-/* A submitter on `cfg` (borrowed, outlives it). NULL when out of memory. */
-struct submitter *submitter_new(const struct config *cfg);
+struct dispatcher;
+
+/* A submitter on `cfg` (borrowed, outlives it). Once a batch that created
+ * runs has committed, it wakes `d` (borrowed, outlives it; NULL: none) at
+ * once: the runs' NOTIFY still wakes every instance, this one without the
+ * round trip through PostgreSQL and the listener. NULL when out of memory. */
+struct submitter *submitter_new(const struct config *cfg, struct dispatcher *d);
 
 /* Starts its thread. */
 enum err_code submitter_start(struct submitter *s, struct err *e);

@@ -15,7 +15,9 @@
 -- reads), the lane this claim stopped at (kind 'lane', when it took a step),
 -- then one row per settlement refused because its claim was lost: kind
 -- 'lost_step' with the run id, or 'lost_callback' with the callback id, in `id`
--- (every other column NULL).
+-- (every other column NULL), and one per run this settlement ended: kind
+-- 'ended' with the run id (the caller wakes its own long-polls on it at once;
+-- NOTIFY hookflow_done wakes every instance's).
 CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit integer,
 			 p_lease_ms integer, p_lane jsonb, p_room jsonb, p_texts bytea DEFAULT NULL)
 RETURNS SETOF hf_job
@@ -24,13 +26,17 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = o
 DECLARE
 	lost text[] := '{}';
 	kinds text[] := '{}';
+	ended text[] := '{}';
 	queued boolean := false;
 	n integer := 0;
 BEGIN
 	IF jsonb_array_length(p_steps) > 0 THEN
 		SELECT coalesce(array_agg(s.run_id) FILTER (WHERE s.outcome = 'claim_lost'), '{}'),
-		       coalesce(bool_or(s.outcome = 'pending'), false)
-		INTO lost, queued FROM hf_settle_steps(p_steps, false, p_texts => p_texts) s;
+		       coalesce(bool_or(s.outcome = 'pending'), false),
+		       coalesce(array_agg(s.run_id) FILTER (WHERE s.outcome IN
+				('succeeded', 'failed', 'cancelled')), '{}')
+		INTO lost, queued, ended
+		FROM hf_settle_steps(p_steps, false, p_texts => p_texts) s;
 		kinds := array_fill('lost_step'::text, ARRAY[cardinality(lost)]);
 	END IF;
 	IF jsonb_array_length(p_callbacks) > 0 THEN
@@ -53,7 +59,8 @@ BEGIN
 	IF queued AND n >= p_limit THEN
 		PERFORM pg_notify('hookflow_wake', '');
 	END IF;
-	RETURN QUERY SELECT j.* FROM unnest(kinds, lost) AS l(k, i),
+	RETURN QUERY SELECT j.* FROM unnest(kinds || array_fill('ended'::text,
+						ARRAY[cardinality(ended)]), lost || ended) AS l(k, i),
 		jsonb_populate_record(NULL::hf_job, jsonb_build_object('kind', l.k, 'id', l.i)) j;
 END
 $$;

@@ -87,9 +87,15 @@ def test_a_webhook_down_for_ten_seconds_opens_the_breaker_and_burns_no_attempts(
     webhook.route("/steps", step)
     service.api.put_workflow("flaky", webhook.url(), max_attempts=10,
                              retry_backoff={"base_ms": 50, "max_ms": 200})
-    t0 = time.monotonic()
+    # The 20 runs are claimed together (submitted while the workflow is
+    # paused): their first attempts all start before the breaker can open.
+    # Submitted one by one, the later ones could be claimed only once it
+    # had opened, and their first attempts would be its probes.
+    assert service.api.post("/v1/workflows/flaky/pause", {}).status == 200
     for i in range(20):
         service.api.submit("flaky", run_id="f%02d" % i)
+    t0 = time.monotonic()
+    assert service.api.post("/v1/workflows/flaky/resume", {}).status == 200
     origin = webhook.url("/steps").rsplit("/steps", 1)[0]
 
     def breaker_state():

@@ -5,8 +5,9 @@ import os
 import re
 import signal
 import socket
+import time
 
-from harness import Api, StepScript, free_port, succeed, wait_until
+from harness import Api, StepScript, cont, free_port, succeed, wait_until
 
 
 def test_healthz_answers_200(api):
@@ -121,6 +122,26 @@ def test_a_start_up_that_fails_after_its_threads_started_stops_them(services):
     assert "start-up failed" in log and "hookflow serving" not in log, log
     marks = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
     assert not any(m in log for m in marks), log
+
+
+def test_its_own_submissions_and_endings_reach_it_without_a_notify(services, webhook):
+    """A submission wakes this instance's dispatcher, and a settlement that
+    ends a run answers this instance's long-polls, directly: with its
+    listener deaf to hookflow_wake and hookflow_done (a test fault) and the
+    safety poll ten minutes away, runs still start at once and their
+    long-polls answer as they end, long before the wait is over."""
+    svc = services.start(HOOKFLOW_TEST_FAULT="deaf_to_wake_and_done", HOOKFLOW_POLL_MS="600000")
+    webhook.route("/steps", lambda req: cont({"n": 1}) if req.step == 0 else succeed({"ok": True}))
+    svc.api.put_workflow("direct", webhook.url("/steps"))
+    for _ in range(3):
+        t0 = time.monotonic()
+        rid = svc.api.submit("direct", input={})["run_id"]
+        r = svc.api.get("/v1/runs/%s" % rid, params={"wait_ms": "30000"})
+        waited = time.monotonic() - t0
+        assert r.status == 200 and r.body["status"] == "succeeded", r
+        # Without the direct wakes the run would not start before the poll
+        # (10 min), and its long-poll would answer only when the wait ran out.
+        assert waited < 15, "answered after %.1f s of a 30 s wait" % waited
 
 
 def _serving_line(svc):
