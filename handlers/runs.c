@@ -212,22 +212,30 @@ void handle_run_get(struct http_req *r)
 	int64_t wait_ms;
 	bool terminal = false;
 	if (path_run_id(r, &id, &e) ||
-	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e) ||
+	    hc_query_int(r, "wait_ms", 0, MAX_WAIT_MS, 0, &wait_ms, &e) || hc_db(r, &c, &e))
+		goto out;
+	/* A wait's first entry arms, then reads: a termination committed in
+	 * between is either seen by this read or fires the waiter. (Called
+	 * again after the wait fired, it reads first: the run has most likely
+	 * ended.) */
+	bool armed = wait_ms > 0 && http_longpoll_state(r) == HTTP_LP_NONE;
+	if ((armed && http_longpoll_arm(r, id, wait_ms, &e)) ||
 	    db_run_get_text(c, id, &run, &terminal, &e))
 		goto out;
 	/* Until the run is terminal or the wait is over. A wait that fired
 	 * without the run terminating (the LISTEN connection came back after
 	 * a failover, which fires every waiter) waits again for what is left. */
 	while (!terminal && wait_ms > 0 && !http_longpoll_expired(r)) {
-		/* Arm first, then read again: a termination committed in between
-		 * is either seen by this read or fires the waiter. */
-		free(run);
-		run = NULL;
-		if (http_longpoll_arm(r, id, wait_ms, &e) ||
-		    db_run_get_text(c, id, &run, &terminal, &e))
-			goto out;
-		if (terminal)
-			break;
+		if (!armed) { /* arm, then read again, as above */
+			free(run);
+			run = NULL;
+			if (http_longpoll_arm(r, id, wait_ms, &e) ||
+			    db_run_get_text(c, id, &run, &terminal, &e))
+				goto out;
+			if (terminal)
+				break;
+		}
+		armed = false;
 		hc_db_release(r, c);
 		c = NULL;
 		if (http_longpoll_suspend(r)) {

@@ -68,7 +68,8 @@
 #   BENCH_COMPARE=BINARY     instead of the scenarios above: scenario 2 with
 #                            BINARY (an earlier build) and with this build,
 #                            alternately BENCH_COMPARE_REPEAT times (5), then
-#                            the medians of both: transitions/s and CPU per step
+#                            the medians of both: transitions/s and CPU per step;
+#                            BENCH_COMPARE_STEPS=N runs of N steps instead of 10
 #   BENCH_TRACES=1           instead of the scenarios above: the cost of traces
 #                            (README "Traces"): scenario 2 with spans exported
 #                            (HOOKFLOW_OTLP_ENDPOINT: a local sink that takes and
@@ -261,13 +262,13 @@ if [[ -n "${BENCH_COMPARE:-}" ]]; then
 	repeat=${BENCH_COMPARE_REPEAT:-5}
 	for ((k = 1; k <= repeat; k++)); do
 		bin=$BENCH_COMPARE
-		throughput "compare_base_$k" "$RUNS10" "$STEPS" "cb_$k" 1
+		throughput "compare_base_$k" "$RUNS10" "${BENCH_COMPARE_STEPS:-$STEPS}" "cb_$k" 1
 		bin=$this_bin
-		throughput "compare_this_$k" "$RUNS10" "$STEPS" "ct_$k" 1
+		throughput "compare_this_$k" "$RUNS10" "${BENCH_COMPARE_STEPS:-$STEPS}" "ct_$k" 1
 	done
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
-		echo "compare: $RUNS10 runs of $STEPS steps, one instance, medians of $repeat alternated runs"
+		echo "compare: $RUNS10 runs of ${BENCH_COMPARE_STEPS:-$STEPS} steps, one instance, medians of $repeat alternated runs"
 		printf '%-10s %14s %10s %10s %10s %10s   %s\n' build transitions/s hf_us pg_us wh_us wal_b binary
 		for side in cb:"$BENCH_COMPARE" ct:"$this_bin"; do
 			p=${side%%:*} b=${side#*:}
