@@ -8,7 +8,8 @@ import secrets
 
 from harness import Reply, cont, succeed
 
-# The jsonb columns that can hold a payload or a value derived from one.
+# The columns that can hold a payload or a value derived from one (jsonb, and
+# step_attempt.output json: migrations/0013_payload_json.sql).
 COLUMNS = [("run", "input"), ("run", "payload"), ("run", "signal"), ("run", "result"),
            ("step_attempt", "payload"), ("step_attempt", "output"), ("step_attempt", "signal"),
            ("callback", "body"), ("dead_letter", "payload"), ("step_output", "outcome")]
