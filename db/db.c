@@ -331,8 +331,10 @@ PGresult *db_exec_bin(struct db_conn *c, const struct db_stmt *st, const char *c
 	int formats[DB_MAX_PARAMS] = {0};
 	if (binary != 0) {
 		if (lengths == NULL || st->nparams > DB_MAX_PARAMS) {
-			err_set(e, ERR_INTERNAL, "%s: binary parameters without their lengths",
-				st->name);
+			err_set(e, ERR_INTERNAL,
+				"%s: binary parameters need their lengths and at most %d "
+				"parameters",
+				st->name, DB_MAX_PARAMS);
 			return NULL;
 		}
 		for (int k = 0; k < st->nparams; k++)

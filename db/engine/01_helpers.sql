@@ -20,29 +20,40 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT sha256(convert_to(coalesce(p, 'null'::jsonb)::text, 'UTF8'))
 $$;
 
+-- The output of the attempt that continued from step p_step - 1 of a run's
+-- generation into step p_step: that step's payload (json,
+-- migrations/0013_payload_json.sql: read without being parsed).
+CREATE FUNCTION hf_step_output(p_run_id text, p_generation integer, p_step integer)
+RETURNS json
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+	SELECT (SELECT a.output FROM step_attempt a
+		WHERE a.run_id = p_run_id AND a.generation = p_generation
+		  AND a.step = p_step - 1 AND a.result = 'continue'
+		ORDER BY a.attempt DESC LIMIT 1)
+$$;
+
 -- The payload of step p_step of a run's generation p_generation
 -- (migrations/0005_payload_once.sql), as the text the claim hands on: the
 -- run's own `payload` column when it holds one (a rerun's or a redrive's, or
 -- a run queued by an earlier release), else step 0's is the run's input and a
--- later step's the output of the attempt that continued into it (json,
--- migrations/0013_payload_json.sql: read without being parsed).
+-- later step's the output of the attempt that continued into it.
 CREATE FUNCTION hf_step_payload_json(p_run_id text, p_generation integer, p_step integer,
 				     p_payload jsonb, p_input jsonb) RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
 	SELECT CASE WHEN p_payload IS NOT NULL THEN p_payload::json
 		    WHEN p_step = 0 THEN p_input::json
-		    ELSE (SELECT a.output FROM step_attempt a
-			  WHERE a.run_id = p_run_id AND a.generation = p_generation
-			    AND a.step = p_step - 1 AND a.result = 'continue'
-			  ORDER BY a.attempt DESC LIMIT 1) END
+		    ELSE hf_step_output(p_run_id, p_generation, p_step) END
 $$;
 
 -- The same payload as a jsonb value, for the readers off the path of every
--- step (the history, reruns, dead letters, the replay hash).
+-- step (the history, reruns, dead letters, the replay hash): only an output
+-- is converted.
 CREATE FUNCTION hf_step_payload(p_run_id text, p_generation integer, p_step integer,
 				p_payload jsonb, p_input jsonb) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-	SELECT hf_step_payload_json(p_run_id, p_generation, p_step, p_payload, p_input)::jsonb
+	SELECT CASE WHEN p_payload IS NOT NULL THEN p_payload
+		    WHEN p_step = 0 THEN p_input
+		    ELSE hf_step_output(p_run_id, p_generation, p_step)::jsonb END
 $$;
 
 -- The json text at byte range p_at ([offset, length]) of p_texts: a

@@ -510,12 +510,17 @@ def test_stop_old_start_new_under_load_loses_nothing(services, db, webhook, rele
           % (len(acked), by_old, switch_s, dict(refused)))
 
 
-@pytest.fixture(scope="module")
-def before_run_key():
+def _binary_before(migration):
+    """binary_before(migration), or the test fails saying why it cannot be had."""
     try:
-        return binary_before("migrations/0012_run_key.sql")
+        return binary_before(migration)
     except ReleaseError as e:
         pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def before_run_key():
+    return _binary_before("migrations/0012_run_key.sql")
 
 
 def test_keyed_runs_in_flight_keep_their_key_across_the_run_key_migration(
@@ -565,10 +570,7 @@ def test_keyed_runs_in_flight_keep_their_key_across_the_run_key_migration(
 
 @pytest.fixture(scope="module")
 def before_payload_json():
-    try:
-        return binary_before("migrations/0013_payload_json.sql")
-    except ReleaseError as e:
-        pytest.fail(str(e), pytrace=False)
+    return _binary_before("migrations/0013_payload_json.sql")
 
 
 def test_payloads_in_flight_are_kept_across_the_payload_json_migration(
