@@ -104,6 +104,11 @@ DECLARE
 	vis_w text;
 	vis_k text;
 	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
+	-- When the lease begins: the clock's time, not now(), which is when the
+	-- transaction began (hf_cycle settles first and may wait for rows there:
+	-- a claim stamped with now() could begin before the run was created).
+	leased timestamptz;
+	lease interval := make_interval(secs => greatest(p_lease_ms, 0) / 1000.0);
 	tracing boolean := hf_tracing();
 BEGIN
 	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
@@ -414,10 +419,11 @@ BEGIN
 	END LOOP;
 
 	IF cardinality(cand) > 0 THEN
+		leased := clock_timestamp();
 		RETURN QUERY
 		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
-			claim_token = token, claimed_at = now(),
-			lease_expires_at = hf_due(p_lease_ms), holds_slot = (r.run_id = ANY (slot_ids)),
+			claim_token = token, claimed_at = leased,
+			lease_expires_at = leased + lease, holds_slot = (r.run_id = ANY (slot_ids)),
 			holds_key_slot = (r.run_id = ANY (key_ids)), seq = NULL, updated_at = now()
 		FROM workflow w
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
@@ -461,10 +467,11 @@ BEGIN
 	IF n < p_limit THEN
 		-- A callback has no step, headers, signal or group; it carries its
 		-- run's trace (none when the run is gone).
+		leased := clock_timestamp();
 		RETURN QUERY
 		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
 			lease_owner = p_owner, claim_token = token,
-			claimed_at = now(), lease_expires_at = hf_due(p_lease_ms), seq = NULL,
+			claimed_at = leased, lease_expires_at = leased + lease, seq = NULL,
 			updated_at = now()
 		FROM (SELECT x.id, x.workflow, x.run_id FROM callback x WHERE x.status = 'pending'
 		      ORDER BY x.priority, x.seq LIMIT p_limit - n

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 
+import harness
 from harness import StepScript, cont, succeed, wait_until
 
 
@@ -230,3 +231,41 @@ def test_migrations_and_their_engine_commit_together_or_not_at_all(hookflow_bin,
     assert r.returncode == 0, r.stderr
     assert db.scalar("SELECT to_regclass('run_key') IS NOT NULL") == "t"
     assert run_cli(hookflow_bin, db, "migrate", "--check").returncode == 0
+
+
+def test_a_lease_begins_when_the_claim_runs_not_when_its_transaction_began(hookflow_bin, db):
+    """hf_cycle settles before it claims, in one transaction that may wait
+    for rows meanwhile; a claim stamped with now() (the transaction's start)
+    gave an attempt a start before its run was created (the dashboard's
+    timeline drew it there) and a lease that, counted from the transaction's
+    start, ended early by as long as the transaction had been open."""
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0, r.stderr
+    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+           "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10)")
+    pg = db.pg
+    claimer = subprocess.Popen(
+        [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+         "-h", pg.host, "-p", str(pg.port), "-U", pg.user, "-d", db.name],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # The claimer's transaction begins (now() is fixed from here) ...
+        claimer.stdin.write("BEGIN;\nSELECT 'began';\n")
+        claimer.stdin.flush()
+        assert claimer.stdout.readline().strip() == "began"
+        # ... then a run is created and committed, and then the claim runs.
+        db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+               "max_attempts, seq) VALUES ('late', 'w', 'pending', 'j-late', '\\x00', 0, 3, 1)")
+        claimer.stdin.write(
+            "SELECT count(*) FROM hf_claim('test-owner', 10, 60000) WHERE kind = 'step';\n"
+            "SELECT claimed_at >= created_at, claimed_at > now(),"
+            " lease_expires_at - claimed_at = interval '60 s' FROM run WHERE run_id = 'late';\n"
+            "COMMIT;\n")
+        claimer.stdin.flush()
+        assert claimer.stdout.readline().strip() == "1"
+        assert claimer.stdout.readline().strip() == "t|t|t"
+    finally:
+        claimer.stdin.close()
+        claimer.wait(10)
+    # What the history and the run's page show as the attempt's start.
+    assert db.scalar("SELECT claimed_at >= created_at FROM run WHERE run_id = 'late'") == "t"
