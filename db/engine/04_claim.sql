@@ -110,9 +110,34 @@ DECLARE
 	leased timestamptz;
 	lease interval := make_interval(secs => greatest(p_lease_ms, 0) / 1000.0);
 	tracing boolean := hf_tracing();
+	few text[];              -- every pending run, when they are few and free
 BEGIN
-	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
-	ORDER BY r.priority LIMIT 1;
+	-- The common case first: no more runs pending than this claim takes (at
+	-- most 32: a backlog costs this test 33 index entries) and none under
+	-- flow control (the conditions the visit below checks). Visiting the
+	-- lanes would take every one of them, so they are taken at once and the
+	-- cursor stays where it was; at idle this spares a step most of the
+	-- claim's time (BENCHMARKS.md, "Issue 13").
+	SELECT coalesce(array_agg(f.run_id), '{}') INTO few
+	FROM (SELECT r.run_id, r.concurrency_key, w.paused, w.max_concurrency, w.rate_limit,
+		     w.endpoint_control, w.endpoint, w.key_concurrency, w.key_mode
+	      FROM run r LEFT JOIN workflow w ON w.name = r.workflow
+	      WHERE r.status = 'pending' LIMIT least(p_limit, 32) + 1) f
+	HAVING count(*) <= least(p_limit, 32)
+	   AND coalesce(bool_and(NOT coalesce(f.paused, false) AND coalesce(f.max_concurrency, 0) = 0
+			AND coalesce(f.rate_limit, 0) = 0
+			AND NOT (coalesce(f.endpoint_control, false)
+				 AND coalesce(p_room ? f.endpoint, false))
+			AND (coalesce(f.concurrency_key, '') = ''
+			     OR (coalesce(f.key_concurrency, 0) = 0
+				 AND f.key_mode IS DISTINCT FROM 'cancel_active'))), true);
+	IF few IS NOT NULL THEN
+		cand := array(SELECT r.run_id FROM run r WHERE r.run_id = ANY (few)
+			      AND r.status = 'pending' FOR UPDATE SKIP LOCKED);
+	ELSE
+		SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
+		ORDER BY r.priority LIMIT 1;
+	END IF;
 
 	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
 	-- every lane was seen, visiting at most 4 x p_limit + 16 lanes.

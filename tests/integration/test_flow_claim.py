@@ -289,6 +289,32 @@ def test_key_mode_cancel_active_cancels_the_keys_runs_then_starts_the_new_one(se
     assert service.api.run("c2")["status"] == "running"
 
 
+def test_key_mode_cancel_active_waits_for_the_cancelled_call_of_an_instance_that_died(
+        services, webhook, db):
+    """cancel_active: one call of a key at a time. The instance calling the
+    cancelled run is killed, so nobody aborts or settles that call: the new
+    run waits for its lease to expire (the reaper of the other instance),
+    even when it is the only run pending (the claim's quick path checks the
+    key's mode too)."""
+    a = services.start(HOOKFLOW_LEASE_MS="1500")
+    b = services.new(HOOKFLOW_LEASE_MS="1500")
+    webhook.route("/steps", lambda req: Hang(max_s=60) if req.run_id == "d1"
+                  else Reply(200, {"outcome": "succeed"}))
+    a.api.put_workflow("dying", webhook.url(), key_mode="cancel_active", timeout_ms=60000)
+    a.api.submit("dying", run_id="d1", concurrency_key="K")
+    webhook.wait_requests(1, run_id="d1")
+    b.start()  # after the claim: a holds d1's call
+    a.kill()
+    b.api.submit("dying", run_id="d2", concurrency_key="K")
+    assert b.api.wait_terminal("d2", timeout=30)["status"] == "succeeded"
+    assert b.api.wait_terminal("d1", timeout=30)["status"] == "cancelled"
+    # d1's slot passed to d2 only when d1's lease expired and was settled.
+    assert db.scalar("SELECT a.started_at >= (SELECT max(x.finished_at) FROM step_attempt x "
+                     "WHERE x.run_id = 'd1') FROM step_attempt a WHERE a.run_id = 'd2'") == "t", \
+        db.sql("SELECT run_id, attempt, result, started_at, finished_at FROM step_attempt "
+               "WHERE run_id IN ('d1', 'd2') ORDER BY started_at")
+
+
 def test_key_mode_debounce_starts_the_last_run_after_a_quiet_period(service, webhook):
     webhook.route("/steps", lambda req: Reply(200, {"outcome": "succeed"}))
     service.api.put_workflow("debouncer", webhook.url(), key_mode="debounce",

@@ -28,28 +28,49 @@ def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_gr
         hookflow_bin, db):
     _migrate(hookflow_bin, db)
     # One session (one psql -c): the claim's plans are made while the table
-    # holds one run, then the table grows by OLD_RUNS finished runs and the
-    # same session claims again.
+    # holds two runs (its lanes visited for one, then the one left taken at
+    # once: the claim's two paths), then the table grows by OLD_RUNS
+    # finished runs and the same session claims again on each path.
     rows = db.sql(
         "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
         "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10);"
-        + _pending(1, 1)
+        + _pending(1, 2)
+        + "SELECT count(*) FROM hf_claim('test-owner', 1, 60000) WHERE kind = 'step';"
         + "SELECT count(*) FROM hf_claim('test-owner', 10, 60000) WHERE kind = 'step';"
         + "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
           "input) SELECT 'old' || g, 'w', 'succeeded', 'o' || g, '\\x00', 0, 3, "
           "jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g;" % OLD_RUNS
-        + _pending(2, 6)
+        + _pending(3, 7)
         + "SELECT pg_relation_size('run') / 8192;"
-        + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 10, 60000);")
-    first_claimed, pages, plan_text = rows[0][0], int(rows[1][0]), "\n".join(r[0] for r in rows[2:])
-    assert first_claimed == "1"
-    plan = json.loads(plan_text)[0]["Plan"]
-    assert plan["Actual Rows"] == 6, plan  # 5 steps and the lane the claim stopped at
-    blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
-    # A scan of the table would read every page at least once; through the
-    # indexes a claim of 5 runs reads a few dozen.
+        # fewer pending than the claim takes: all of them at once
+        + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 10, 60000);"
+        + _pending(8, 12)
+        # more pending than it takes: the lanes visited
+        + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 3, 60000);")
+    assert [r[0] for r in rows[:2]] == ["1", "1"], rows[:2]
+    pages = int(rows[2][0])
+    plans = [doc[0]["Plan"] for doc in _json_documents("\n".join(r[0] for r in rows[3:]))]
+    assert len(plans) == 2, rows[3:]
+    # 5 steps (the cursor stays); then 3 steps and the lane the claim stopped at
+    assert [p["Actual Rows"] for p in plans] == [5, 4], plans
     assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
-    assert blocks < 200, "claiming 5 runs touched %d blocks of a %d-page table" % (blocks, pages)
+    for plan, what in zip(plans, ("all 5 pending runs", "3 runs through the lanes")):
+        blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+        # A scan of the table would read every page at least once; through
+        # the indexes a claim of a few runs reads a few dozen.
+        assert blocks < 200, "claiming %s touched %d blocks of a %d-page table" % (what, blocks, pages)
+
+
+def _json_documents(text):
+    """The JSON documents written one after another in text."""
+    dec, i, out = json.JSONDecoder(), 0, []
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i < len(text):
+            doc, i = dec.raw_decode(text, i)
+            out.append(doc)
+    return out
 
 
 KEYS = 10000
