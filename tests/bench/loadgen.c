@@ -23,9 +23,11 @@
  *       database's timestamps (the same clock): submit = POST written to the
  *       submitting transaction's start (run.created_at); per step, claim =
  *       from the step becoming claimable (created_at, or the previous
- *       attempt's settling transaction) to the claiming transaction's start
- *       (started_at), so it holds the previous commit, the NOTIFY and the
- *       wake-up; call = started_at to the settling transaction's start
+ *       attempt's settling transaction's start) to the lease (started_at,
+ *       the clock when the claim's UPDATE began), so it holds the previous
+ *       settlement (the same transaction when the step was claimed in that
+ *       cycle), or its commit, the NOTIFY and the wake-up; call =
+ *       started_at to the settling transaction's start
  *       (finished_at): the claim's commit, the webhook call and its answer
  *       read; answer = finished_at to the terminal answer read here: the
  *       settlement's commit, the long-poll's wake-up and its reply. With -o
