@@ -140,12 +140,83 @@ $$;
 -- run's JSON when it was created or is a duplicate (when it was skipped: the
 -- JSON of its key's active run), and the item's run id and workflow (for
 -- messages).
+--
+-- A batch of plain runs (no concurrency key, no kv effects, each run id once)
+-- is inserted with one statement, the outcomes hf_submit would give; any
+-- other batch goes through hf_submit item by item.
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
 	it jsonb;
+	created text[];
+	immediate boolean;
+	later timestamptz[];
 BEGIN
+	IF NOT jsonb_path_exists(p_items, '$[*] ? (@.concurrency_key != null || @.kv != null)')
+	   AND (SELECT count(DISTINCT e->>'run_id') FROM jsonb_array_elements(p_items) e)
+	       = jsonb_array_length(p_items) THEN
+		-- What hf_submit does for each, at once: the workflows held against
+		-- a delete, the runs inserted (a run id that exists is left alone),
+		-- the claimers woken for the runs due now and the timers told of
+		-- the others.
+		PERFORM 1 FROM workflow w
+		WHERE w.name IN (SELECT e->>'workflow' FROM jsonb_array_elements(p_items) e)
+		FOR KEY SHARE;
+		WITH x AS (
+			SELECT e.ord, e.item, coalesce(CASE WHEN e.item ? 'delay_ms'
+				THEN hf_due((e.item->>'delay_ms')::bigint)
+				ELSE (e.item->>'run_at')::timestamptz END, now()) AS due
+			FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)),
+		ins AS (
+			INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
+					 priority, max_attempts, callback_url, seq, next_at, group_id,
+					 group_key, concurrency_key, debounce_first_at, parent_run_id,
+					 parent_generation, parent_step, child_key, depth, schedule_id,
+					 fire_time, trace_id, parent_span_id, tracestate, waited_since)
+			SELECT x.item->>'run_id', w.name, hf_queue_state(x.due), hf_new_id(),
+			       x.item->'input', decode(x.item->>'input_hash', 'hex'),
+			       coalesce(x.item->'headers', '{}'),
+			       coalesce((x.item->>'priority')::integer, w.priority),
+			       coalesce((x.item->>'max_attempts')::integer, w.max_attempts),
+			       x.item->>'callback_url',
+			       CASE WHEN x.due <= now() THEN nextval('hf_seq') END, x.due, NULL, NULL,
+			       NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL,
+			       coalesce((x.item->'trace'->>'trace_id')::uuid, gen_random_uuid()),
+			       CASE WHEN x.item->'trace'->>'trace_id' IS NOT NULL
+				    THEN x.item->'trace'->>'parent_span_id' END,
+			       CASE WHEN x.item->'trace'->>'trace_id' IS NOT NULL
+				    THEN x.item->'trace'->>'tracestate' END,
+			       CASE WHEN x.due > now() THEN now() END
+			FROM x JOIN workflow w ON w.name = x.item->>'workflow'
+			ORDER BY x.ord
+			ON CONFLICT (run_id) DO NOTHING
+			RETURNING run.run_id, run.next_at)
+		SELECT array_agg(ins.run_id), bool_or(ins.next_at <= now()),
+		       array_agg(DISTINCT ins.next_at) FILTER (WHERE ins.next_at > now())
+		INTO created, immediate, later FROM ins;
+		IF immediate THEN
+			PERFORM pg_notify('hookflow_wake', '');
+		END IF;
+		PERFORM pg_notify('hookflow_sched', hf_ms(t)::text) FROM unnest(later) t;
+		RETURN QUERY
+		SELECT o.outcome, CASE WHEN o.outcome IN ('created', 'duplicate')
+				       THEN hf_run_json(r) END,
+		       o.rid, o.wf
+		FROM (SELECT e.ord, e.item->>'run_id' AS rid, e.item->>'workflow' AS wf,
+			     CASE WHEN NOT EXISTS (SELECT 1 FROM workflow w
+						   WHERE w.name = e.item->>'workflow')
+				  THEN 'workflow_not_found'
+				  WHEN e.item->>'run_id' = ANY (created) THEN 'created'
+				  WHEN (SELECT r0.input_hash FROM run r0
+					WHERE r0.run_id = e.item->>'run_id')
+				       = decode(e.item->>'input_hash', 'hex') THEN 'duplicate'
+				  ELSE 'input_mismatch' END AS outcome
+		      FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, ord)) o
+		LEFT JOIN run r ON r.run_id = o.rid
+		ORDER BY o.ord;
+		RETURN;
+	END IF;
 	FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
 		rid := it->>'run_id';
 		wf := it->>'workflow';

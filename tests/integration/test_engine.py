@@ -6,6 +6,7 @@ refusing a database that a newer hookflow upgraded, and transactions that
 PostgreSQL aborts as busy (serialization failure, deadlock) retried without
 losing the connection or failing a batch."""
 
+import json
 import os
 import re
 import subprocess
@@ -269,3 +270,49 @@ def test_a_lease_begins_when_the_claim_runs_not_when_its_transaction_began(hookf
         claimer.wait(10)
     # What the history and the run's page show as the attempt's start.
     assert db.scalar("SELECT claimed_at >= created_at FROM run WHERE run_id = 'late'") == "t"
+
+
+def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcome(hookflow_bin, db):
+    """hf_submit_many inserts a batch of plain runs (no key, no kv effects,
+    each run id once) with one statement: each item gets the outcome that
+    hf_submit gives it, in order, and the runs are what hf_submit makes."""
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0, r.stderr
+    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+           "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 4, 7, 10, 10)")
+
+    def submit(items):
+        return db.sql("SELECT outcome, run_json->>'run_id', run_json->>'status', rid, wf "
+                      "FROM hf_submit_many('%s'::jsonb)" % json.dumps(items).replace("'", "''"))
+
+    first = submit([{"run_id": "c", "workflow": "w", "input": 3, "input_hash": "03"},
+                    {"run_id": "d", "workflow": "w", "input": 4, "input_hash": "04"}])
+    assert first == [["created", "c", "pending", "c", "w"], ["created", "d", "pending", "d", "w"]]
+    second = submit([
+        {"run_id": "a", "workflow": "w", "input": {"x": 1}, "input_hash": "01",
+         "headers": {"h": "v"}, "priority": 2, "callback_url": "http://127.0.0.1:9/cb"},
+        {"run_id": "b", "workflow": "w", "input": 2, "input_hash": "02", "delay_ms": 60000,
+         "trace": {"trace_id": "4bf92f35-77b3-4da6-a3ce-929d0e0e4736", "parent_span_id": "00f067aa0ba902b7",
+                   "tracestate": "k=v"}},
+        {"run_id": "c", "workflow": "w", "input": 3, "input_hash": "03"},
+        {"run_id": "d", "workflow": "w", "input": 5, "input_hash": "05"},
+        {"run_id": "e", "workflow": "none", "input": 6, "input_hash": "06"},
+    ])
+    assert second == [["created", "a", "pending", "a", "w"],
+                      ["created", "b", "scheduled", "b", "w"],
+                      ["duplicate", "c", "pending", "c", "w"],
+                      ["input_mismatch", "", "", "d", "w"],
+                      ["workflow_not_found", "", "", "e", "none"]], second
+    rows = {row[0]: row[1:] for row in db.sql(
+        "SELECT run_id, status, seq IS NOT NULL, priority, max_attempts, headers::text, callback_url, "
+        "input::text, next_at > now() + interval '50 s', waited_since IS NOT NULL, "
+        "trace_id::text, parent_span_id, tracestate, depth FROM run ORDER BY run_id")}
+    assert rows["a"] == ["pending", "t", "2", "4", '{"h": "v"}', "http://127.0.0.1:9/cb", '{"x": 1}',
+                         "f", "f", rows["a"][9], "", "", "0"], rows["a"]
+    assert rows["b"] == ["scheduled", "f", "7", "4", "{}", "", "2", "t", "t",
+                         "4bf92f35-77b3-4da6-a3ce-929d0e0e4736", "00f067aa0ba902b7", "k=v", "0"], rows["b"]
+    assert rows["d"][6] == "4", "the mismatching submission changed the run"
+    assert "e" not in rows
+    # Each run got its own id and trace.
+    assert len({row[0] for row in db.sql("SELECT job_id FROM run")}) == 4
+    assert rows["a"][9] != rows["c"][9]
