@@ -34,6 +34,12 @@
 -- for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
 -- (hf_release_slot; a key's slot by the mark's clearing: migrations/0012).
+-- When every pending run fits in the claim (at most 32 of them) and none is
+-- under flow control, the visit would take them all: they are taken at once
+-- and the cursor stays (no 'lane' row).
+--
+-- A lease begins at the clock's time when the claim's UPDATE starts (not at
+-- now(), the transaction's start: hf_cycle settles before it claims).
 CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
 			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
@@ -117,7 +123,7 @@ BEGIN
 	-- flow control (the conditions the visit below checks). Visiting the
 	-- lanes would take every one of them, so they are taken at once and the
 	-- cursor stays where it was; at idle this spares a step most of the
-	-- claim's time (BENCHMARKS.md, "Issue 13").
+	-- claim's time (BENCHMARKS.md, "Issue 13: the idle path").
 	SELECT coalesce(array_agg(f.run_id), '{}') INTO few
 	FROM (SELECT r.run_id, r.concurrency_key, w.paused, w.max_concurrency, w.rate_limit,
 		     w.endpoint_control, w.endpoint, w.key_concurrency, w.key_mode
