@@ -150,8 +150,7 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = o
 DECLARE
 	it jsonb;
 	created text[];
-	immediate boolean;
-	later timestamptz[];
+	dues timestamptz[];      -- the created runs' due times, now() for those due
 BEGIN
 	IF NOT jsonb_path_exists(p_items, '$[*] ? (@.concurrency_key != null || @.kv != null)')
 	   AND (SELECT count(DISTINCT e->>'run_id') FROM jsonb_array_elements(p_items) e)
@@ -192,13 +191,9 @@ BEGIN
 			ORDER BY x.ord
 			ON CONFLICT (run_id) DO NOTHING
 			RETURNING run.run_id, run.next_at)
-		SELECT array_agg(ins.run_id), bool_or(ins.next_at <= now()),
-		       array_agg(DISTINCT ins.next_at) FILTER (WHERE ins.next_at > now())
-		INTO created, immediate, later FROM ins;
-		IF immediate THEN
-			PERFORM pg_notify('hookflow_wake', '');
-		END IF;
-		PERFORM pg_notify('hookflow_sched', hf_ms(t)::text) FROM unnest(later) t;
+		SELECT array_agg(ins.run_id), array_agg(DISTINCT greatest(ins.next_at, now()))
+		INTO created, dues FROM ins;
+		PERFORM hf_notify_due(t) FROM unnest(dues) t;
 		RETURN QUERY
 		SELECT o.outcome, CASE WHEN o.outcome IN ('created', 'duplicate')
 				       THEN hf_run_json(r) END,

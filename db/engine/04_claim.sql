@@ -284,6 +284,8 @@ BEGIN
 				e_i := cardinality(eps);
 			END IF;
 		END IF;
+		-- (What holds a lane back is checked in the quick path at the
+		-- top as well: a condition added here goes there too.)
 		IF wf.paused OR caps_free[array_position(caps, lw)] = 0 OR eps_free[e_i] = 0 THEN
 			skip_wf := true;
 			CONTINUE;

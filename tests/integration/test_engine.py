@@ -234,16 +234,22 @@ def test_migrations_and_their_engine_commit_together_or_not_at_all(hookflow_bin,
     assert run_cli(hookflow_bin, db, "migrate", "--check").returncode == 0
 
 
+def _migrated_with_workflow(hookflow_bin, db, max_attempts, priority):
+    """The schema and engine, and workflow 'w' (written directly: no service)."""
+    r = run_cli(hookflow_bin, db, "migrate")
+    assert r.returncode == 0, r.stderr
+    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+           "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, %d, %d, 10, 10)"
+           % (max_attempts, priority))
+
+
 def test_a_lease_begins_when_the_claim_runs_not_when_its_transaction_began(hookflow_bin, db):
     """hf_cycle settles before it claims, in one transaction that may wait
     for rows meanwhile; a claim stamped with now() (the transaction's start)
     gave an attempt a start before its run was created (the dashboard's
     timeline drew it there) and a lease that, counted from the transaction's
     start, ended early by as long as the transaction had been open."""
-    r = run_cli(hookflow_bin, db, "migrate")
-    assert r.returncode == 0, r.stderr
-    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
-           "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10)")
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=3, priority=0)
     pg = db.pg
     claimer = subprocess.Popen(
         [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
@@ -276,10 +282,7 @@ def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcom
     """hf_submit_many inserts a batch of plain runs (no key, no kv effects,
     each run id once) with one statement: each item gets the outcome that
     hf_submit gives it, in order, and the runs are what hf_submit makes."""
-    r = run_cli(hookflow_bin, db, "migrate")
-    assert r.returncode == 0, r.stderr
-    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
-           "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 4, 7, 10, 10)")
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=4, priority=7)
 
     def submit(items):
         return db.sql("SELECT outcome, run_json->>'run_id', run_json->>'status', rid, wf "
