@@ -10,8 +10,12 @@
 -- database): then a scan of the whole table looks cheapest, and it would stay
 -- so as the table grows (a claim of 200 runs scanning every run ever kept).
 -- Every statement of these functions is meant to find its rows through an
--- index, so they also run with enable_seqscan = off: the plan is the same
--- whatever the table's size when it was made (tests/integration/test_plans.py).
+-- index, so they also run with enable_seqscan = off, and with hash and merge
+-- joins off: either reads one side of a join whole, and with sequential scans
+-- off it does so through an index (a settlement planned on a tiny table
+-- hashed every run through run_pkey). Joins are nested loops probing an
+-- index, and the plan is the same whatever the table's size when it was
+-- made (tests/integration/test_plans.py).
 
 -- The active runs of key p_key of workflow p_workflow (key_mode: skip,
 -- cancel_active, debounce), found through run_key_active
@@ -146,7 +150,8 @@ $$;
 -- other batch goes through hf_submit item by item.
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
 	it jsonb;
 	created text[];

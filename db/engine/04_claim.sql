@@ -44,7 +44,126 @@ CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
 			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET enable_hashjoin = off SET enable_mergejoin = off
 	SET work_mem = '64MB' AS $$
+DECLARE
+	few text[];              -- every pending run, when they are few and free
+	cand text[];             -- the runs taken
+	slot_ids text[] := '{}'; -- those that take a workflow's slot
+	key_ids text[] := '{}';  -- those that take their key's slot
+	lane jsonb;              -- where the lane visit stopped
+	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
+	-- When the lease begins: the clock's time, not now(), which is when the
+	-- transaction began (hf_cycle settles first and may wait for rows there:
+	-- a claim stamped with now() could begin before the run was created).
+	leased timestamptz;
+	lease interval := make_interval(secs => greatest(p_lease_ms, 0) / 1000.0);
+	tracing boolean := hf_tracing();
+	n integer := 0;
+BEGIN
+	-- The common case first: no more runs pending than this claim takes (at
+	-- most 32: a backlog costs this test 33 index entries) and none under
+	-- flow control (the conditions hf_claim_lanes, below, checks). Visiting
+	-- the lanes would take every one of them, so they are taken at once and the
+	-- cursor stays where it was; at idle this spares a step most of the
+	-- claim's time (BENCHMARKS.md, "Issue 13: the idle path").
+	SELECT coalesce(array_agg(f.run_id), '{}') INTO few
+	FROM (SELECT r.run_id, r.concurrency_key, w.paused, w.max_concurrency, w.rate_limit,
+		     w.endpoint_control, w.endpoint, w.key_concurrency, w.key_mode
+	      FROM run r LEFT JOIN workflow w ON w.name = r.workflow
+	      WHERE r.status = 'pending' LIMIT least(p_limit, 32) + 1) f
+	HAVING count(*) <= least(p_limit, 32)
+	   AND coalesce(bool_and(NOT coalesce(f.paused, false) AND coalesce(f.max_concurrency, 0) = 0
+			AND coalesce(f.rate_limit, 0) = 0
+			AND NOT (coalesce(f.endpoint_control, false)
+				 AND coalesce(p_room ? f.endpoint, false))
+			AND (coalesce(f.concurrency_key, '') = ''
+			     OR (coalesce(f.key_concurrency, 0) = 0
+				 AND f.key_mode IS DISTINCT FROM 'cancel_active'))), true);
+	IF few IS NOT NULL THEN
+		cand := array(SELECT r.run_id FROM run r WHERE r.run_id = ANY (few)
+			      AND r.status = 'pending' FOR UPDATE SKIP LOCKED);
+	ELSE
+		SELECT l.cand, l.slot_ids, l.key_ids, l.lane INTO cand, slot_ids, key_ids, lane
+		FROM hf_claim_lanes(p_limit, p_lane, p_room) l;
+	END IF;
+
+	IF cardinality(cand) > 0 THEN
+		leased := clock_timestamp();
+		RETURN QUERY
+		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
+			claim_token = token, claimed_at = leased,
+			lease_expires_at = leased + lease, holds_slot = (r.run_id = ANY (slot_ids)),
+			holds_key_slot = (r.run_id = ANY (key_ids)), seq = NULL, updated_at = now()
+		FROM workflow w
+		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
+		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
+			r.max_attempts, r.generation,
+			hf_step_payload_json(r.run_id, r.generation, r.step, r.payload, r.input),
+			r.headers, r.signal, r.group_id,
+			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
+			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
+			hf_ms(now()),
+			CASE WHEN w.step_output_replay THEN (
+				SELECT jsonb_build_object('outcome', so.outcome,
+							  'age_ms', hf_ms(now()) - hf_ms(so.stored_at))
+				FROM step_output so WHERE so.run_id = r.run_id
+				  AND so.generation = r.generation AND so.step = r.step
+				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
+					r.generation, r.step, r.payload, r.input))) END,
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
+			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
+			r.last_heartbeat, w.max_pending_ms, r.children,
+			r.trace_id::text, r.tracestate,
+			-- a session that exports spans hears when the wait before the
+			-- step began and when the step came due
+			CASE WHEN tracing AND r.attempt = 1 THEN hf_ms(r.waited_since) END,
+			CASE WHEN tracing AND r.attempt = 1 AND r.waited_since IS NOT NULL
+			     THEN hf_ms(r.next_at) END;
+		GET DIAGNOSTICS n = ROW_COUNT;
+	END IF;
+	IF lane IS NOT NULL THEN
+		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, lane) j;
+	END IF;
+
+	-- (The probe first: starting the UPDATE below costs more than it does.)
+	IF n < p_limit AND EXISTS (SELECT 1 FROM callback x WHERE x.status = 'pending') THEN
+		-- A callback has no step, headers, signal or group; it carries its
+		-- run's trace (none when the run is gone).
+		leased := clock_timestamp();
+		RETURN QUERY
+		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
+			lease_owner = p_owner, claim_token = token,
+			claimed_at = leased, lease_expires_at = leased + lease, seq = NULL,
+			updated_at = now()
+		FROM (SELECT x.id, x.workflow, x.run_id FROM callback x WHERE x.status = 'pending'
+		      ORDER BY x.priority, x.seq LIMIT p_limit - n
+		      FOR UPDATE SKIP LOCKED) picked
+		LEFT JOIN workflow w ON w.name = picked.workflow
+		LEFT JOIN run rr ON rr.run_id = picked.run_id
+		WHERE c.id = picked.id
+		RETURNING 'callback'::text, c.id, c.run_id, c.workflow, NULL::integer, c.attempt,
+			c.max_attempts, c.generation, c.body::json, NULL::jsonb, NULL::jsonb, NULL::text,
+			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
+			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
+			false, hf_ms(now()), NULL::jsonb,
+			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
+			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb,
+			rr.trace_id::text, rr.tracestate, NULL::bigint, NULL::bigint;
+	END IF;
+END
+$$;
+
+-- The lane visit of hf_claim (its header says how it goes): which pending
+-- runs the claim may take (cand, locked), those of them that take a
+-- workflow's slot (slot_ids) or their key's (key_ids), the flow-control
+-- counters taken for them, and where the next claim goes on (lane: the
+-- hf_job of kind 'lane' as JSON; NULL when no lane was visited).
+CREATE FUNCTION hf_claim_lanes(p_limit integer, p_lane jsonb, p_room jsonb,
+			       OUT cand text[], OUT slot_ids text[], OUT key_ids text[],
+			       OUT lane jsonb)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
 	lvl integer;             -- the priority whose lanes are being visited
 	cw text;                 -- the last lane visited in it (workflow, key)
@@ -90,7 +209,6 @@ DECLARE
 	e_i integer;
 	i integer;
 	q integer;
-	cand text[] := '{}';
 	lane_q integer[];        -- what a lane is offered in this pass
 	lane_n integer[];        -- what it took in this pass
 	lane_got integer[];      -- what it took in all
@@ -101,49 +219,18 @@ DECLARE
 	left_ integer;
 	budget integer;
 	t_k integer;
-	slot_ids text[] := '{}';
-	key_ids text[] := '{}';
 	n integer := 0;
 	served integer;          -- the last lane that got runs
 	unserved boolean := false;  -- a lane that may run got none (slots ran out)
 	vis_p integer;           -- the last lane visited
 	vis_w text;
 	vis_k text;
-	token bigint := nextval('hf_claim_seq');  -- one per claim: (run_id, token) is unique
-	-- When the lease begins: the clock's time, not now(), which is when the
-	-- transaction began (hf_cycle settles first and may wait for rows there:
-	-- a claim stamped with now() could begin before the run was created).
-	leased timestamptz;
-	lease interval := make_interval(secs => greatest(p_lease_ms, 0) / 1000.0);
-	tracing boolean := hf_tracing();
-	few text[];              -- every pending run, when they are few and free
 BEGIN
-	-- The common case first: no more runs pending than this claim takes (at
-	-- most 32: a backlog costs this test 33 index entries) and none under
-	-- flow control (the conditions the visit below checks). Visiting the
-	-- lanes would take every one of them, so they are taken at once and the
-	-- cursor stays where it was; at idle this spares a step most of the
-	-- claim's time (BENCHMARKS.md, "Issue 13: the idle path").
-	SELECT coalesce(array_agg(f.run_id), '{}') INTO few
-	FROM (SELECT r.run_id, r.concurrency_key, w.paused, w.max_concurrency, w.rate_limit,
-		     w.endpoint_control, w.endpoint, w.key_concurrency, w.key_mode
-	      FROM run r LEFT JOIN workflow w ON w.name = r.workflow
-	      WHERE r.status = 'pending' LIMIT least(p_limit, 32) + 1) f
-	HAVING count(*) <= least(p_limit, 32)
-	   AND coalesce(bool_and(NOT coalesce(f.paused, false) AND coalesce(f.max_concurrency, 0) = 0
-			AND coalesce(f.rate_limit, 0) = 0
-			AND NOT (coalesce(f.endpoint_control, false)
-				 AND coalesce(p_room ? f.endpoint, false))
-			AND (coalesce(f.concurrency_key, '') = ''
-			     OR (coalesce(f.key_concurrency, 0) = 0
-				 AND f.key_mode IS DISTINCT FROM 'cancel_active'))), true);
-	IF few IS NOT NULL THEN
-		cand := array(SELECT r.run_id FROM run r WHERE r.run_id = ANY (few)
-			      AND r.status = 'pending' FOR UPDATE SKIP LOCKED);
-	ELSE
-		SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
-		ORDER BY r.priority LIMIT 1;
-	END IF;
+	cand := '{}';
+	slot_ids := '{}';
+	key_ids := '{}';
+	SELECT r.priority INTO lvl FROM run r WHERE r.status = 'pending'
+	ORDER BY r.priority LIMIT 1;
 
 	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
 	-- every lane was seen, visiting at most 4 x p_limit + 16 lanes.
@@ -284,8 +371,8 @@ BEGIN
 				e_i := cardinality(eps);
 			END IF;
 		END IF;
-		-- (What holds a lane back is checked in the quick path at the
-		-- top as well: a condition added here goes there too.)
+		-- (What holds a lane back is checked in hf_claim's quick path as
+		-- well: a condition added here goes there too.)
 		IF wf.paused OR caps_free[array_position(caps, lw)] = 0 OR eps_free[e_i] = 0 THEN
 			skip_wf := true;
 			CONTINUE;
@@ -451,78 +538,19 @@ BEGIN
 			expires_at = EXCLUDED.expires_at;
 	END LOOP;
 
-	IF cardinality(cand) > 0 THEN
-		leased := clock_timestamp();
-		RETURN QUERY
-		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
-			claim_token = token, claimed_at = leased,
-			lease_expires_at = leased + lease, holds_slot = (r.run_id = ANY (slot_ids)),
-			holds_key_slot = (r.run_id = ANY (key_ids)), seq = NULL, updated_at = now()
-		FROM workflow w
-		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
-		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
-			r.max_attempts, r.generation,
-			hf_step_payload_json(r.run_id, r.generation, r.step, r.payload, r.input),
-			r.headers, r.signal, r.group_id,
-			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
-			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
-			hf_ms(now()),
-			CASE WHEN w.step_output_replay THEN (
-				SELECT jsonb_build_object('outcome', so.outcome,
-							  'age_ms', hf_ms(now()) - hf_ms(so.stored_at))
-				FROM step_output so WHERE so.run_id = r.run_id
-				  AND so.generation = r.generation AND so.step = r.step
-				  AND so.payload_hash = hf_payload_hash(hf_step_payload(r.run_id,
-					r.generation, r.step, r.payload, r.input))) END,
-			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			r.concurrency_key, r.priority, CASE WHEN w.endpoint_control THEN w.endpoint END,
-			r.last_heartbeat, w.max_pending_ms, r.children,
-			r.trace_id::text, r.tracestate,
-			-- a session that exports spans hears when the wait before the
-			-- step began and when the step came due
-			CASE WHEN tracing AND r.attempt = 1 THEN hf_ms(r.waited_since) END,
-			CASE WHEN tracing AND r.attempt = 1 AND r.waited_since IS NOT NULL
-			     THEN hf_ms(r.next_at) END;
-		GET DIAGNOSTICS n = ROW_COUNT;
-	END IF;
 	-- The next claim goes on after the last lane served when a lane that
 	-- may run got nothing, else after the last lane visited (those visited
 	-- after the last served could not run).
 	IF unserved AND served IS NOT NULL THEN
-		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, jsonb_build_object(
-			'kind', 'lane', 'workflow', lane_w[served], 'priority', lane_p[served],
-			'concurrency_key', lane_k[served])) j;
+		lane := jsonb_build_object('kind', 'lane', 'workflow', lane_w[served],
+					  'priority', lane_p[served], 'concurrency_key', lane_k[served]);
 	ELSIF NOT unserved AND vis_w IS NOT NULL THEN
-		RETURN QUERY SELECT j.* FROM jsonb_populate_record(NULL::hf_job, jsonb_build_object(
-			'kind', 'lane', 'workflow', vis_w, 'priority', vis_p, 'concurrency_key', vis_k)) j;
-	END IF;
-
-	IF n < p_limit THEN
-		-- A callback has no step, headers, signal or group; it carries its
-		-- run's trace (none when the run is gone).
-		leased := clock_timestamp();
-		RETURN QUERY
-		UPDATE callback c SET status = 'running', attempt = c.attempt + 1,
-			lease_owner = p_owner, claim_token = token,
-			claimed_at = leased, lease_expires_at = leased + lease, seq = NULL,
-			updated_at = now()
-		FROM (SELECT x.id, x.workflow, x.run_id FROM callback x WHERE x.status = 'pending'
-		      ORDER BY x.priority, x.seq LIMIT p_limit - n
-		      FOR UPDATE SKIP LOCKED) picked
-		LEFT JOIN workflow w ON w.name = picked.workflow
-		LEFT JOIN run rr ON rr.run_id = picked.run_id
-		WHERE c.id = picked.id
-		RETURNING 'callback'::text, c.id, c.run_id, c.workflow, NULL::integer, c.attempt,
-			c.max_attempts, c.generation, c.body::json, NULL::jsonb, NULL::jsonb, NULL::text,
-			NULL::text, c.claim_token, false, c.url, coalesce(w.timeout_ms, 30000),
-			w.secret, coalesce(w.backoff_base_ms, 1000), coalesce(w.backoff_max_ms, 300000),
-			false, hf_ms(now()), NULL::jsonb,
-			CASE WHEN w.secret_previous_until > now() THEN w.secret_previous END,
-			NULL::text, NULL::integer, NULL::text, NULL::jsonb, NULL::bigint, NULL::jsonb,
-			rr.trace_id::text, rr.tracestate, NULL::bigint, NULL::bigint;
+		lane := jsonb_build_object('kind', 'lane', 'workflow', vis_w, 'priority', vis_p,
+					  'concurrency_key', vis_k);
 	END IF;
 END
 $$;
+
 
 -- Moves due scheduled runs and callbacks to pending, at most p_limit of each.
 -- A wait that timed out becomes pending with the signal it receives: one that

@@ -46,7 +46,8 @@ $$;
 CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true,
 					   p_again boolean DEFAULT true, p_texts bytea DEFAULT NULL)
 RETURNS TABLE (run_id text, outcome text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
 	waits jsonb := '{}';
 	it record;
@@ -476,7 +477,8 @@ $$;
 -- row per item: its id and the callback's new status, or 'claim_lost'.
 CREATE FUNCTION hf_settle_callbacks(p_items jsonb)
 RETURNS TABLE (id text, outcome text)
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 DECLARE
 	ords bigint[];
 	sts text[];

@@ -61,6 +61,60 @@ def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_gr
         assert blocks < 200, "claiming %s touched %d blocks of a %d-page table" % (what, blocks, pages)
 
 
+
+def _running(first, last):
+    return ("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+            "max_attempts, attempt, input, claim_token, lease_owner, claimed_at, "
+            "lease_expires_at) SELECT 'r' || g, 'w', 'running', 'j' || g, '\\x00', 0, 3, 1, "
+            "'{}', g, 'test-owner', now(), now() + interval '1 hour' "
+            "FROM generate_series(%d, %d) g;" % (first, last))
+
+
+def _settle(results):
+    return "[%s]" % ", ".join(
+        '{"run_id": "r%d", "claim_token": %d, "result": "%s", "payload": {}}' % (i, i, res)
+        for i, res in results)
+
+
+def test_a_settlement_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_grown(
+        hookflow_bin, db):
+    """The same for hf_settle_steps: its statement joins the batch's items to
+    their runs. Planned while the table held two runs, it hashed the whole
+    table (through run_pkey: enable_seqscan is off) at every settlement of
+    the session until an ANALYZE made PostgreSQL plan it again: at idle a
+    tenth of a step's database time on a table of 80 runs (BENCHMARKS.md,
+    "Issue 13: the settlement's plan")."""
+    _migrate(hookflow_bin, db)
+    rows = db.sql(
+        "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+        "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10);"
+        + _running(1, 2)
+        + "SELECT count(*) FROM hf_settle_steps('%s') WHERE outcome = 'pending';"
+        % _settle([(1, "continue")])
+        + "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
+          "input) SELECT 'old' || g, 'w', 'succeeded', 'o' || g, '\\x00', 0, 3, "
+          "jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g;" % OLD_RUNS
+        + _running(3, 6)
+        + "SELECT pg_relation_size('run') / 8192;"
+        # a step that goes on, one that ends, one that is retried, one that fails
+        + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_settle_steps('%s');"
+        % _settle([(3, "continue"), (4, "succeed"), (5, "transient_error"),
+                   (6, "permanent_error")])
+        + "SELECT string_agg(run_id || ':' || status, ' ' ORDER BY run_id) FROM run "
+          "WHERE run_id IN ('r3', 'r4', 'r5', 'r6');")
+    assert rows[0][0] == "1", rows[:2]
+    pages = int(rows[1][0])
+    plan = _json_documents("\n".join(r[0] for r in rows[2:-1]))[0][0]["Plan"]
+    assert rows[-1][0] == "r3:pending r4:succeeded r5:pending r6:failed", rows[-1]
+    assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
+    blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    # Hashing the table read every page of run_pkey and of the table (18,790
+    # block reads); a probe per item, with each new row version's entries in
+    # run's indexes, the history rows, the dead letter and the figures, reads
+    # under 300.
+    assert blocks < 1000, "settling 4 steps touched %d blocks of a %d-page table" % (
+        blocks, pages)
+
 def _json_documents(text):
     """The JSON documents written one after another in text."""
     dec, i, out = json.JSONDecoder(), 0, []
