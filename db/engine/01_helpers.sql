@@ -22,7 +22,8 @@ $$;
 
 -- The output of the attempt that continued from step p_step - 1 of a run's
 -- generation into step p_step: that step's payload (json,
--- migrations/0013_payload_json.sql: read without being parsed).
+-- migrations/0013_payload_json.sql: read without being parsed). hf_claim
+-- looks it up the same way, inline (hf_step_payload says why).
 CREATE FUNCTION hf_step_output(p_run_id text, p_generation integer, p_step integer)
 RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
@@ -33,21 +34,15 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 $$;
 
 -- The payload of step p_step of a run's generation p_generation
--- (migrations/0005_payload_once.sql), as the text the claim hands on: the
--- run's own `payload` column when it holds one (a rerun's or a redrive's, or
--- a run queued by an earlier release), else step 0's is the run's input and a
--- later step's the output of the attempt that continued into it.
-CREATE FUNCTION hf_step_payload_json(p_run_id text, p_generation integer, p_step integer,
-				     p_payload jsonb, p_input jsonb) RETURNS json
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-	SELECT CASE WHEN p_payload IS NOT NULL THEN p_payload::json
-		    WHEN p_step = 0 THEN p_input::json
-		    ELSE hf_step_output(p_run_id, p_generation, p_step) END
-$$;
-
--- The same payload as a jsonb value, for the readers off the path of every
--- step (the history, reruns, dead letters, the replay hash): only an output
--- is converted.
+-- (migrations/0005_payload_once.sql), as a jsonb value: the run's own
+-- `payload` column when it holds one (a rerun's or a redrive's, or a run
+-- queued by an earlier release), else step 0's is the run's input and a later
+-- step's the output of the attempt that continued into it. For the readers
+-- off the path of every step (the history, reruns, dead letters, the replay
+-- hash). The claim (hf_claim) writes the same rule inline, as the json text
+-- it hands on: a SQL function with a subquery is not inlined, and PostgreSQL
+-- plans its body again at every claim (80 us, BENCHMARKS.md "Issue 13: the
+-- settlement's plan").
 CREATE FUNCTION hf_step_payload(p_run_id text, p_generation integer, p_step integer,
 				p_payload jsonb, p_input jsonb) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE AS $$

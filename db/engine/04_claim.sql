@@ -99,7 +99,14 @@ BEGIN
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
 		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
 			r.max_attempts, r.generation,
-			hf_step_payload_json(r.run_id, r.generation, r.step, r.payload, r.input),
+			-- the step's payload: hf_step_payload's rule (01_helpers.sql),
+			-- inline so that it is planned with this statement, as json text
+			CASE WHEN r.payload IS NOT NULL THEN r.payload::json
+			     WHEN r.step = 0 THEN r.input::json
+			     ELSE (SELECT a.output FROM step_attempt a
+				   WHERE a.run_id = r.run_id AND a.generation = r.generation
+				     AND a.step = r.step - 1 AND a.result = 'continue'
+				   ORDER BY a.attempt DESC LIMIT 1) END,
 			r.headers, r.signal, r.group_id,
 			r.group_key, r.claim_token, r.cancel_requested, w.url, w.timeout_ms,
 			w.secret, w.backoff_base_ms, w.backoff_max_ms, w.step_output_replay,
