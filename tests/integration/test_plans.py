@@ -18,6 +18,12 @@ def _migrate(hookflow_bin, db):
     assert r.returncode == 0, r.stdout
 
 
+# Workflow 'w', as the claim and the settlement read it (no service runs here).
+WORKFLOW = ("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, "
+            "backoff_base_ms, backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, "
+            "10, 10);")
+
+
 def _pending(first, last):
     return ("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
             "max_attempts, seq) SELECT 'r' || g, 'w', 'pending', 'j' || g, '\\x00', 0, 3, g "
@@ -32,8 +38,7 @@ def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_gr
     # once: the claim's two paths), then the table grows by OLD_RUNS
     # finished runs and the same session claims again on each path.
     rows = db.sql(
-        "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
-        "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10);"
+        WORKFLOW
         + _pending(1, 2)
         + "SELECT count(*) FROM hf_claim('test-owner', 1, 60000) WHERE kind = 'step';"
         + "SELECT count(*) FROM hf_claim('test-owner', 10, 60000) WHERE kind = 'step';"
@@ -61,7 +66,6 @@ def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_gr
         assert blocks < 200, "claiming %s touched %d blocks of a %d-page table" % (what, blocks, pages)
 
 
-
 def _running(first, last):
     return ("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
             "max_attempts, attempt, input, claim_token, lease_owner, claimed_at, "
@@ -86,8 +90,7 @@ def test_a_settlement_planned_on_an_empty_table_still_uses_the_indexes_once_it_h
     "Issue 13: the settlement's plan")."""
     _migrate(hookflow_bin, db)
     rows = db.sql(
-        "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
-        "backoff_max_ms) VALUES ('w', 'http://127.0.0.1:9/', 1000, 3, 0, 10, 10);"
+        WORKFLOW
         + _running(1, 2)
         + "SELECT count(*) FROM hf_settle_steps('%s') WHERE outcome = 'pending';"
         % _settle([(1, "continue")])
