@@ -138,13 +138,19 @@ static enum err_code connect_pg(struct db_conn *c, struct err *e)
 	 * parameters a transaction pooler tracks per client and sets on whichever
 	 * server session serves it (PgBouncer does for these; a custom setting
 	 * would stay on the server session that took it). The URL's own
-	 * application_name is kept, cut to leave room for the mark. */
-	PGresult *r = PQexec(
-		c->pg, span_sink != NULL
-			       ? "SET TIME ZONE 'UTC'; SELECT set_config('application_name', "
-				 "left(current_setting('application_name'), 40) || '" SPANS_MARK
-				 "', false)"
-			       : "SET TIME ZONE 'UTC'");
+	 * application_name is kept, cut to leave room for the mark. On a session
+	 * of its own, JIT is turned off: hookflow's statements read and write a
+	 * few hundred rows, and a compile costs more than any of them (a pooler
+	 * does not carry the setting, so the engine's functions set it too:
+	 * db/engine/03_submit.sql). */
+	char setup[256];
+	snprintf(setup, sizeof setup, "SET TIME ZONE 'UTC'%s%s",
+		 behind_transaction_pooler ? "" : "; SET jit = off",
+		 span_sink != NULL ? "; SELECT set_config('application_name', "
+				     "left(current_setting('application_name'), 40) || '" SPANS_MARK
+				     "', false)"
+				   : "");
+	PGresult *r = PQexec(c->pg, setup);
 	PQclear(r);
 	return ERR_OK;
 }

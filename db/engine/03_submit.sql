@@ -16,6 +16,21 @@
 -- hashed every run through run_pkey). Joins are nested loops probing an
 -- index, and the plan is the same whatever the table's size when it was
 -- made (tests/integration/test_plans.py).
+--
+-- Every function the service calls that runs statements of its own (these,
+-- and the other entry points in db/*.c) runs with jit = off. PostgreSQL
+-- compiles a statement whose estimated cost passes jit_above_cost (100,000
+-- by default), and the estimate of a generic plan moves with the statistics:
+-- after one of autovacuum's ANALYZEs of run under a steady load, the claim's
+-- lane statement was estimated at 136,000 and compiled at every claim, 8 to
+-- 10 ms each, until the next ANALYZE; the soak stalled for 10 to 60 s
+-- (BENCHMARKS.md, "The soak's stalls: JIT"). Statements of a few hundred rows
+-- gain nothing from compiling. The setting holds for everything the function
+-- calls, on whichever server session a pooler gives it; the service also
+-- turns JIT off for its own sessions when it connects directly (db/db.c).
+-- The helpers that compute a value from a row the caller read go without it
+-- (test_plans.py lists them): a SET would cost each row of a list, and stop
+-- PostgreSQL inlining the SQL ones.
 
 -- The active runs of key p_key of workflow p_workflow (key_mode: skip,
 -- cancel_active, debounce), found through run_key_active
@@ -151,7 +166,7 @@ $$;
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
 	it jsonb;
 	created text[];

@@ -44,7 +44,7 @@ CREATE FUNCTION hf_claim(p_owner text, p_limit integer, p_lease_ms integer,
 			 p_lane jsonb DEFAULT NULL, p_room jsonb DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 	SET work_mem = '64MB' AS $$
 DECLARE
 	few text[];              -- every pending run, when they are few and free
@@ -170,7 +170,7 @@ CREATE FUNCTION hf_claim_lanes(p_limit integer, p_lane jsonb, p_room jsonb,
 			       OUT cand text[], OUT slot_ids text[], OUT key_ids text[],
 			       OUT lane jsonb)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
 	lvl integer;             -- the priority whose lanes are being visited
 	cw text;                 -- the last lane visited in it (workflow, key)
@@ -564,7 +564,7 @@ $$;
 -- was buffered meanwhile, else {"status": "timeout"}; or, waiting for
 -- children, with their states. Returns how many moved.
 CREATE FUNCTION hf_promote(p_limit integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	a integer;
 	b integer;
@@ -628,7 +628,7 @@ $$;
 -- lease, a schedule's fire time: on the schedules' clock, p_offset_ms ahead
 -- of the database's), as epoch ms, or NULL when nothing is timed.
 CREATE FUNCTION hf_next_due(p_offset_ms bigint DEFAULT 0) RETURNS bigint
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SET jit = off AS $$
 	SELECT hf_ms(min(t)) FROM (
 		(SELECT next_fire_at - make_interval(secs => p_offset_ms / 1000.0) AS t FROM schedule
 		 WHERE NOT paused ORDER BY next_fire_at LIMIT 1)

@@ -47,7 +47,7 @@ CREATE FUNCTION hf_settle_steps(p_items jsonb, p_wake boolean DEFAULT true,
 					   p_again boolean DEFAULT true, p_texts bytea DEFAULT NULL)
 RETURNS TABLE (run_id text, outcome text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
 	waits jsonb := '{}';
 	it record;
@@ -478,7 +478,7 @@ $$;
 CREATE FUNCTION hf_settle_callbacks(p_items jsonb)
 RETURNS TABLE (id text, outcome text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
 	ords bigint[];
 	sts text[];
@@ -562,7 +562,7 @@ $$;
 -- Stores replay records for step calls still claimed by the caller. p_items:
 -- [{"run_id", "claim_token", "outcome"}]. The key is the claimed step's payload.
 CREATE FUNCTION hf_store_outputs(p_items jsonb) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	n integer;
 BEGIN

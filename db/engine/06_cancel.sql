@@ -50,7 +50,7 @@ $$;
 -- hf_cancel for the API: the outcome and the run as this transaction left it
 -- (a later read could already see the settlement of an aborted call).
 CREATE FUNCTION hf_cancel_run(p_run_id text) RETURNS TABLE (outcome text, run jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
 	outcome := hf_cancel(p_run_id);
 	SELECT hf_run_json(r) INTO run FROM run r WHERE r.run_id = p_run_id;
@@ -63,7 +63,7 @@ $$;
 CREATE FUNCTION hf_cancel_many(p_workflow text, p_statuses text[], p_group_id text,
 			       p_created_before timestamptz, p_limit integer)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	rid text;
 	n integer := 0;

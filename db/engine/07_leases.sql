@@ -9,7 +9,7 @@
 -- can abort calls whose claim it lost or whose run is being cancelled.
 CREATE FUNCTION hf_renew(p_owner text, p_lease_ms integer)
 RETURNS TABLE (kind text, id text, cancel_requested boolean)
-LANGUAGE sql AS $$
+LANGUAGE sql SET jit = off AS $$
 	WITH a AS (
 		UPDATE run SET lease_expires_at = hf_due(p_lease_ms)
 		WHERE lease_owner = p_owner AND status IN ('running', 'cancelling')
@@ -28,7 +28,7 @@ $$;
 -- draining instance releasing what it could not finish: result interrupted,
 -- which refunds the attempt). Returns how many claims were reaped.
 CREATE FUNCTION hf_reap(p_owner text, p_limit integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	res text := CASE WHEN p_owner IS NULL THEN 'lease_expired' ELSE 'interrupted' END;
 	steps jsonb;

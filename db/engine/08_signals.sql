@@ -37,7 +37,7 @@ $$;
 -- claimable now with the payload and the key; its waits on other keys end),
 -- else 'buffered'.
 CREATE FUNCTION hf_signal(p_key text, p_payload jsonb) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	rid text;
 	n integer;

@@ -46,7 +46,7 @@ $$;
 -- replaces the input when rerunning from step 0.
 CREATE FUNCTION hf_rerun(p_run_id text, p_from_step integer, p_input jsonb, p_input_hash bytea)
 RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	r run;
 	pl jsonb;
@@ -88,7 +88,7 @@ $$;
 -- a step reruns its run from that step with the dead step's payload.
 -- Returns 'callback', 'step', 'not_found' or 'run_active'.
 CREATE FUNCTION hf_redrive(p_id text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	d dead_letter;
 	r run;

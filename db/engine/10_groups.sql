@@ -15,7 +15,7 @@ CREATE FUNCTION hf_group_submit(p_group_id text, p_workflow text, p_manifest byt
 				p_members jsonb, p_priority integer, p_max_attempts integer,
 				p_trace jsonb DEFAULT NULL)
 RETURNS TABLE (outcome text, submitted integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	w workflow;
 	g run_group;
@@ -95,7 +95,7 @@ $$;
 -- and their runs with their history, memos and replay records. Returns
 -- 'deleted', 'not_found' or 'group_active'.
 CREATE FUNCTION hf_group_forget(p_group_id text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	ids text[];
 BEGIN

@@ -22,7 +22,7 @@ $$;
 -- caller repeats while a batch was full.
 CREATE FUNCTION hf_sweep(p_retention_ms bigint, p_dead_ms bigint, p_limit integer)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	gone text[];
 	n integer := 0;

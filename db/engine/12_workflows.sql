@@ -6,7 +6,7 @@
 -- submissions in flight (they hold FOR KEY SHARE), and the check that follows
 -- sees their runs.
 CREATE FUNCTION hf_workflow_delete(p_name text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
 	PERFORM 1 FROM workflow WHERE name = p_name FOR UPDATE;
 	IF NOT FOUND THEN
@@ -30,7 +30,7 @@ $$;
 -- "workflow": the workflow's JSON}, or NULL when there is no such workflow.
 CREATE FUNCTION hf_workflow_rotate(p_name text, p_secret text, p_grace_ms bigint)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	w workflow;
 BEGIN
@@ -60,7 +60,7 @@ $$;
 -- Returns the workflow's JSON, or NULL when there is no such workflow.
 CREATE FUNCTION hf_workflow_pause(p_name text, p_paused boolean)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	w workflow;
 BEGIN

@@ -22,7 +22,7 @@ CREATE FUNCTION hf_cycle(p_steps jsonb, p_callbacks jsonb, p_owner text, p_limit
 			 p_lease_ms integer, p_lane jsonb, p_room jsonb, p_texts bytea DEFAULT NULL)
 RETURNS SETOF hf_job
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-	SET enable_hashjoin = off SET enable_mergejoin = off
+	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 	SET work_mem = '64MB' AS $$
 DECLARE
 	lost text[] := '{}';

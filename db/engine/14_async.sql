@@ -37,7 +37,7 @@ $$;
 CREATE FUNCTION hf_complete(p_run_id text, p_generation integer, p_step integer,
 			    p_attempt integer, p_item jsonb)
 RETURNS TABLE (outcome text, run jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	r run;
 	item jsonb := p_item;
@@ -78,7 +78,7 @@ $$;
 CREATE FUNCTION hf_heartbeat(p_run_id text, p_generation integer, p_step integer,
 			     p_attempt integer, p_details jsonb, p_has_details boolean)
 RETURNS TABLE (outcome text, cancel_requested boolean)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	r run;
 	gone text;

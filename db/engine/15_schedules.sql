@@ -39,7 +39,7 @@ $$;
 -- 'replaced' or 'workflow_not_found', and the schedule.
 CREATE FUNCTION hf_schedule_put(p_id text, p_def jsonb, p_next timestamptz)
 RETURNS TABLE (outcome text, schedule jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	s schedule;
 	fresh boolean;
@@ -141,7 +141,7 @@ $$;
 -- test offset), at most p_limit, locked for this transaction; another
 -- instance passes them over.
 CREATE FUNCTION hf_schedule_due(p_now timestamptz, p_limit integer) RETURNS SETOF schedule
-LANGUAGE sql AS $$
+LANGUAGE sql SET jit = off AS $$
 	SELECT * FROM schedule WHERE NOT paused AND next_fire_at <= p_now
 	ORDER BY next_fire_at LIMIT p_limit FOR UPDATE SKIP LOCKED
 $$;
@@ -154,7 +154,7 @@ $$;
 -- overlap policy. Returns {"fired", "skipped", "missed"}.
 CREATE FUNCTION hf_schedule_fire(p_id text, p_fires jsonb, p_next timestamptz)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	s schedule;
 	f record;
@@ -211,7 +211,7 @@ $$;
 -- schedule's overlap policy, paused or not. Returns 'not_found', 'started',
 -- 'skipped' or 'buffered'.
 CREATE FUNCTION hf_schedule_trigger(p_id text, p_run_id text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	s schedule;
 	res text;
@@ -236,7 +236,7 @@ $$;
 -- {"fire_times", "started", "skipped", "buffered"}, or NULL when the
 -- schedule does not exist.
 CREATE FUNCTION hf_schedule_backfill(p_id text, p_fires jsonb, p_overlap text) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	s schedule;
 	t timestamptz;
@@ -270,7 +270,7 @@ $$;
 -- Returns the schedule, or NULL when there is none.
 CREATE FUNCTION hf_schedule_pause(p_id text, p_paused boolean, p_note text, p_next timestamptz)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
 	s schedule;
 BEGIN

@@ -4,10 +4,17 @@ scan the whole table once it has grown. Found by the bench: hf_claim's
 UPDATE ... WHERE run_id = ANY (candidates), planned on a new database, was a
 sequential scan of every run ever kept, at every claim, for the life of the
 connection."""
+import glob
 import json
+import os
+import re
 import subprocess
 
-from harness import wait_until
+import pytest
+
+from harness import PG_BIN, wait_until
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 OLD_RUNS = 40000
 
@@ -117,6 +124,75 @@ def test_a_settlement_planned_on_an_empty_table_still_uses_the_indexes_once_it_h
     # under 300.
     assert blocks < 1000, "settling 4 steps touched %d blocks of a %d-page table" % (
         blocks, pages)
+
+# Engine functions the service calls that run without jit = off: they
+# compute a value from values the caller's statement read (a SET would cost
+# each row of a list, and stop PostgreSQL inlining the SQL ones).
+NO_JIT_SETTING = {
+    "hf_ts", "hf_ms", "hf_us", "hf_from_us", "hf_stats_bucket_ms",  # times and numbers
+    "hf_run_text", "hf_workflow_json", "hf_schedule_json",  # a row as JSON
+    "hf_step_payload",  # a step's payload: its own fields or one probe of step_attempt's key
+}
+
+
+def test_every_engine_function_the_service_calls_runs_without_jit(hookflow_bin, db):
+    """After an ANALYZE of run under a steady load, a claim's statement was
+    estimated above jit_above_cost and compiled at every call, 8 to 10 ms
+    each, until the next ANALYZE: the soak stalled (BENCHMARKS.md, "The
+    soak's stalls: JIT"). Every engine function db/*.c calls sets jit = off,
+    which holds for all it calls, or is one of NO_JIT_SETTING."""
+    _migrate(hookflow_bin, db)
+    called = set()
+    for path in glob.glob(os.path.join(REPO, "db", "*.c")):
+        with open(path) as f:
+            called |= set(re.findall(r"\b(hf_[a-z_]+)\(", f.read()))
+    assert {"hf_cycle", "hf_submit_many", "hf_sweep", "hf_renew"} <= called, sorted(called)
+    rows = db.sql("SELECT p.proname, l.lanname, coalesce(array_to_string(p.proconfig, ','), '') "
+                  "FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+                  "WHERE p.proname LIKE 'hf\\_%'")
+    funcs = {}
+    for name, lang, config in rows:
+        funcs.setdefault(name, []).append((lang, config))
+    missing = sorted(n for n in called - NO_JIT_SETTING
+                     if n not in funcs or any("jit=off" not in c for _, c in funcs[n]))
+    assert missing == [], "called by the service without jit = off: %s" % missing
+    for name in NO_JIT_SETTING:
+        assert name in called, "%s is no longer called from db/*.c: drop it from the list" % name
+
+
+def test_a_claim_and_a_settlement_compile_nothing_where_jit_would(hookflow_bin, db):
+    """The same, watched: with jit_above_cost at 0 a session compiles every
+    statement it plans; auto_explain shows the statements the claim (both
+    paths) and a settlement run inside the engine, and none is compiled."""
+    _migrate(hookflow_bin, db)
+    db.sql(WORKFLOW + _pending(1, 5) + _running(6, 7))
+    if db.scalar("SELECT pg_jit_available()") != "t":
+        pytest.skip("this PostgreSQL has no JIT (llvmjit): nothing to compile")
+    session = ["LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+               "SET auto_explain.log_nested_statements = on",
+               "SET auto_explain.log_level = notice", "SET jit_above_cost = 0",
+               # the control: a statement of the session's own is compiled
+               "SELECT count(*) FROM run WHERE status = 'pending'",
+               # 5 pending, 3 taken: the lanes visited; then the 2 left at once
+               "SELECT count(*) FROM hf_claim('test-owner', 3, 60000)",
+               "SELECT count(*) FROM hf_claim('test-owner', 10, 60000)",
+               "SELECT count(*) FROM hf_settle_steps('%s')"
+               % _settle([(6, "continue"), (7, "succeed")])]
+    # (the notices, auto_explain's plans, go to stderr; with the context line
+    # that tells the engine's statements from the session's own)
+    r = subprocess.run([os.path.join(PG_BIN, "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+                        "-v", "SHOW_CONTEXT=always", "-d", db.url]
+                       + [a for q in session for a in ("-c", q)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["5", "4", "2", "2"], r.stdout
+    plans = r.stderr.split("NOTICE:  duration:")[1:]
+    assert "JIT:" in plans[0] and "status = 'pending'" in plans[0], plans[:1]
+    nested = [p for p in plans if "PL/pgSQL function" in p]
+    assert len(nested) >= 10, "expected the engine's statements in the log: %s" % plans
+    compiled = [p for p in nested if "JIT:" in p]
+    assert compiled == [], "compiled inside the engine: %s" % compiled
+
 
 def _json_documents(text):
     """The JSON documents written one after another in text."""
