@@ -55,6 +55,7 @@
 #                            in-flight calls, runs kept; points in SWEEP_* below)
 #                            recorded in BENCHMARKS.md and drawn as charts
 #   BENCH_SIZE=1             only the size scenario (runs kept: tests/bench/scenario_size.sh)
+#   BENCH_SIZE_REPEAT=N      rounds of the size scenario at full scale (3)
 #   BENCH_PGBOUNCER=1        only the PgBouncer scenario (#8; results in $BENCH_OUT/pgbouncer.txt)
 #   BENCH_PGBOUNCER_POOL=N   PgBouncer's server connections per database (default 8)
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements

@@ -7,11 +7,11 @@
 # Three databases: one with no run kept, one with SIZE_KEPT / 10 and one
 # with SIZE_KEPT finished runs of 10 steps (tests/bench/kept_runs.sql, written
 # by SQL: 2,000,000 history rows for 200,000 runs; then VACUUM ANALYZE). On
-# each in turn, SIZE_REPEAT rounds of: RUNS10 runs of STEPS steps measured as
-# scenario 2 is (transitions/s; a fresh hookflow and a workflow of its own
-# each time), so that the drift of this shared machine hits every point alike;
-# each point's median is reported. After the last round, with the service
-# idle, it times SIZE_GETS requests of each of
+# each in turn, SIZE_REPEAT (BENCH_SIZE_REPEAT, 3) rounds of: RUNS10 runs of
+# STEPS steps measured as scenario 2 is (transitions/s; a fresh hookflow and a
+# workflow of its own each time), so that the drift of this shared machine
+# hits every point alike; each point's median is reported. After the last
+# round, with the service idle, it times SIZE_GETS requests of each of
 #   GET /v1/runs?limit=100
 #   GET /v1/runs?limit=100&workflow=<the first measured runs'>&status=succeeded
 #   GET /v1/runs?limit=100&status=failed            (2% of the kept runs)
@@ -34,7 +34,7 @@
 # BENCH_SWEEP=1) or, alone, into $out/size.txt.
 
 case "$scale" in
-full) SIZE_KEPT=${BENCH_SIZE_KEPT:-200000} SIZE_GETS=200 SIZE_WARMUP=20 SIZE_REPEAT=3 ;;
+full) SIZE_KEPT=${BENCH_SIZE_KEPT:-200000} SIZE_GETS=200 SIZE_WARMUP=20 SIZE_REPEAT=${BENCH_SIZE_REPEAT:-3} ;;
 *) SIZE_KEPT=${BENCH_SIZE_KEPT:-2000} SIZE_GETS=20 SIZE_WARMUP=5 SIZE_REPEAT=1 ;;
 esac
 SIZE_KEPT_STEPS=10
