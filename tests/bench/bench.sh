@@ -59,7 +59,9 @@
 #   BENCH_PGBOUNCER=1        only the PgBouncer scenario (#8; results in $BENCH_OUT/pgbouncer.txt)
 #   BENCH_PGBOUNCER_POOL=N   PgBouncer's server connections per database (default 8)
 #   BENCH_PG_STATEMENTS=1    load pg_stat_statements and write the top statements
-#                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt
+#                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt,
+#                            and of the idle 10-step runs (latency scenario) to
+#                            latency_statements.txt (with BENCH_LATENCY: _base_K, _this_K)
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
 #   BENCH_OUT=DIR            where results.txt/results.env, the .dat files and
 #                            charts/ go (build/bench)
@@ -166,8 +168,10 @@ latency() {
 	R[l1_p50]=${lg_p50_ms:-0} R[l1_p99]=${lg_p99_ms:-0} R[l1_server_p50]=${lg_server_p50_ms:-0}
 	R[l1_p90]=${lg_p90_ms:-0} R[l1_max]=${lg_max_ms:-0}
 	bd_keep l1
+	[[ "${BENCH_PG_STATEMENTS:-}" = 1 ]] && statements_reset "$db"
 	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" \
 		-o "$work/latency_n.raw" || rc=$?
+	[[ "${BENCH_PG_STATEMENTS:-}" = 1 ]] && statements_dump "$db" "$out/latency_statements${lat_tag:+_$lat_tag}.txt"
 	R[l10_p50]=${lg_p50_ms:-0} R[l10_p99]=${lg_p99_ms:-0} R[l10_server_p50]=${lg_server_p50_ms:-0}
 	R[l10_p90]=${lg_p90_ms:-0} R[l10_max]=${lg_max_ms:-0}
 	bd_keep l10
@@ -359,6 +363,7 @@ if [[ "${BENCH_LATENCY:-}" = 1 ]]; then
 	for ((k = 1; k <= repeat; k++)); do
 		for side in "${sides[@]}"; do
 			bin=$([[ $side = lb ]] && echo "$lat_base" || echo "$this_bin")
+			lat_tag=$([[ $side = lb ]] && echo "base_$k" || echo "this_$k")
 			latency
 			for f in "${lat_keys[@]}"; do R[${side}_${k}_$f]=${R[$f]}; done
 		done

@@ -234,6 +234,26 @@ fresh_db() {
 	psql_db postgres -c "CREATE DATABASE $db" >/dev/null
 }
 
+# BENCH_PG_STATEMENTS=1: statements_reset DB starts counting DB's statements
+# afresh; statements_dump DB FILE writes the top ones to FILE (every statement,
+# nested ones included: pg_stat_statements.track = all), by total time: calls,
+# total ms, ms and rows per call. A nested statement's time leaves out its
+# executor start-up, which its caller's includes.
+statements_reset() {
+	psql_db "$1" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+		-c "SELECT pg_stat_statements_reset()" >/dev/null
+}
+statements_dump() {
+	psql_db "$1" -F ' | ' -c "
+	  SELECT calls, round(total_exec_time::numeric, 1) AS ms,
+	         round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
+	         round(rows::numeric / calls, 1) AS rows_per_call,
+	         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+	  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  ORDER BY total_exec_time DESC LIMIT 20" >"$2" || true
+	say "top statements in $2"
+}
+
 # ---- PgBouncer --------------------------------------------------------------------
 
 # bench_start_pgbouncer: Debian's PgBouncer in front of the cluster, in
@@ -470,10 +490,7 @@ throughput() {
 		-d "$(conninfo "$db")" -T "$RUN_TIMEOUT")
 	((bytes > 0)) && args+=(-b "$bytes")
 	((keys > 0)) && args+=(-k "$keys")
-	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
-		psql_db "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
-			-c "SELECT pg_stat_statements_reset()" >/dev/null
-	fi
+	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]] && statements_reset "$db"
 	checkpoint
 	local wal0
 	wal0=$(psql_db "$db" -c "SELECT pg_current_wal_lsn()")
@@ -503,15 +520,7 @@ throughput() {
 		counts=$(pgb_pool_counts "$db")
 		R[${key}_pgb_clients]=${counts% *} R[${key}_pgb_servers]=${counts#* }
 	fi
-	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
-		psql_db "$db" -F ' | ' -c "
-		  SELECT calls, round(total_exec_time::numeric, 1) AS ms,
-		         round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
-		         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
-		  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  ORDER BY total_exec_time DESC LIMIT 15" >"$out/pg_stat_statements.txt" || true
-		say "top statements in $out/pg_stat_statements.txt"
-	fi
+	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]] && statements_dump "$db" "$out/pg_stat_statements.txt"
 	for pid in "${hps[@]}"; do
 		stop_hookflow "$pid" "$name"
 	done
