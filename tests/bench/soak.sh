@@ -48,6 +48,8 @@
 #   SOAK_INTERVAL=10        seconds between samples
 #   SOAK_CONNS=64           most keep-alive connections the load generator opens
 #   SOAK_DRAIN=120          seconds to wait for the last runs after SOAK_SECONDS
+#   BENCH_PG_STATEMENTS=1   each minute's top-level statements (calls, time) in
+#                           $BENCH_OUT/soak_statements.txt
 #   BENCH_OUT, BENCH_KEEP, BENCH_NICE, BENCH_PG_BIN, BENCH_HTTP_THREADS,
 #   BENCH_DB_POOL, BENCH_WORKERS, BENCH_SAVE_CHARTS   as for bench.sh
 set -euo pipefail
@@ -109,8 +111,36 @@ curl -sf -X POST "$wh/stats/reset" >/dev/null
 checkpoint
 say "soak: $rate runs/s of $steps steps for ${soak_s}s ($rate_from), HOOKFLOW_RETENTION_MS=$retention_ms"
 rc=0
+# BENCH_PG_STATEMENTS=1: the top-level statements of each minute of the soak
+# (time, calls) in $out/soak_statements.txt, counted afresh every minute.
+stmt_pid=
+if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
+	: >"$out/soak_statements.txt"
+	statements_reset "$db"
+	(
+		for ((m = 60; m <= soak_s; m += 60)); do
+			sleep 60
+			{
+				echo "# minute to ${m}s: calls | total ms | ms per call | rows per call | statement"
+				psql_db "$db" -F ' | ' -c "
+				  SELECT calls, round(total_exec_time::numeric, 1), round((total_exec_time / calls)::numeric, 3),
+				         round(rows::numeric / calls, 1), left(regexp_replace(query, '\s+', ' ', 'g'), 80)
+				  FROM pg_stat_statements WHERE toplevel
+				    AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+				  ORDER BY total_exec_time DESC LIMIT 8"
+				psql_db "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
+			} >>"$out/soak_statements.txt" 2>&1 || true
+		done
+	) &
+	stmt_pid=$!
+fi
 loadgen rate -u "127.0.0.1:$hf_port" -w "w$steps" -r "$rate" -s "$soak_s" -S "$steps" -c "$conns" \
 	-p soak -d "$(conninfo "$db")" -i "$interval" -P "$hf" -o "$work/soak.samples" -T "$drain" || rc=$?
+if [[ -n "$stmt_pid" ]]; then
+	kill "$stmt_pid" 2>/dev/null || true
+	wait "$stmt_pid" 2>/dev/null || true
+	say "each minute's statements in $out/soak_statements.txt"
+fi
 hwm_mib=$(($(vmhwm_kib "$hf") / 1024))
 stop_hookflow "$hf" soak
 check_db "$db" - "$steps" "soak (the runs retention had not deleted yet)"
