@@ -171,7 +171,10 @@ latency() {
 	[[ "${BENCH_PG_STATEMENTS:-}" = 1 ]] && statements_reset "$db"
 	loadgen latency -u "127.0.0.1:$hf_port" -w "w$LAT_STEPS" -n "$LAT_N" -p lat10 -d "$(conninfo "$db")" \
 		-o "$work/latency_n.raw" || rc=$?
-	[[ "${BENCH_PG_STATEMENTS:-}" = 1 ]] && statements_dump "$db" "$out/latency_statements${lat_tag:+_$lat_tag}.txt"
+	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
+		statements_dump "$db" >"$out/latency_statements${lat_tag:+_$lat_tag}.txt"
+		say "top statements in $out/latency_statements${lat_tag:+_$lat_tag}.txt"
+	fi
 	R[l10_p50]=${lg_p50_ms:-0} R[l10_p99]=${lg_p99_ms:-0} R[l10_server_p50]=${lg_server_p50_ms:-0}
 	R[l10_p90]=${lg_p90_ms:-0} R[l10_max]=${lg_max_ms:-0}
 	bd_keep l10

@@ -235,10 +235,11 @@ fresh_db() {
 }
 
 # BENCH_PG_STATEMENTS=1: statements_reset DB starts counting DB's statements
-# afresh; statements_dump DB FILE writes the top ones to FILE (every statement,
-# nested ones included: pg_stat_statements.track = all), by total time: calls,
-# total ms, ms and rows per call. A nested statement's time leaves out its
-# executor start-up, which its caller's includes.
+# afresh; statements_dump DB [top] prints the top ones by total time (every
+# statement, nested ones included: pg_stat_statements.track = all; with
+# `top`, the top-level ones only): calls, total ms, ms and rows per call. A
+# nested statement's time leaves out its executor start-up, which its
+# caller's includes.
 statements_reset() {
 	psql_db "$1" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
 		-c "SELECT pg_stat_statements_reset()" >/dev/null
@@ -250,8 +251,8 @@ statements_dump() {
 	         round(rows::numeric / calls, 1) AS rows_per_call,
 	         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
 	  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  ORDER BY total_exec_time DESC LIMIT 20" >"$2" || true
-	say "top statements in $2"
+	    AND ($([[ "${2:-}" = top ]] && echo toplevel || echo true))
+	  ORDER BY total_exec_time DESC LIMIT 20" || true
 }
 
 # ---- PgBouncer --------------------------------------------------------------------
@@ -520,7 +521,10 @@ throughput() {
 		counts=$(pgb_pool_counts "$db")
 		R[${key}_pgb_clients]=${counts% *} R[${key}_pgb_servers]=${counts#* }
 	fi
-	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]] && statements_dump "$db" "$out/pg_stat_statements.txt"
+	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
+		statements_dump "$db" >"$out/pg_stat_statements.txt"
+		say "top statements in $out/pg_stat_statements.txt"
+	fi
 	for pid in "${hps[@]}"; do
 		stop_hookflow "$pid" "$name"
 	done

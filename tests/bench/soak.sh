@@ -122,13 +122,8 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 			sleep 60
 			{
 				echo "# minute to ${m}s: calls | total ms | ms per call | rows per call | statement"
-				psql_db "$db" -F ' | ' -c "
-				  SELECT calls, round(total_exec_time::numeric, 1), round((total_exec_time / calls)::numeric, 3),
-				         round(rows::numeric / calls, 1), left(regexp_replace(query, '\s+', ' ', 'g'), 80)
-				  FROM pg_stat_statements WHERE toplevel
-				    AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-				  ORDER BY total_exec_time DESC LIMIT 8"
-				psql_db "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null
+				statements_dump "$db" top
+				statements_reset "$db"
 			} >>"$out/soak_statements.txt" 2>&1 || true
 		done
 	) &
