@@ -241,7 +241,8 @@ fresh_db() {
 # nested statement's time leaves out its executor start-up, which its
 # caller's includes.
 statements_reset() {
-	psql_db "$1" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+	psql_db "$1" -c "SET client_min_messages = warning" \
+		-c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
 		-c "SELECT pg_stat_statements_reset()" >/dev/null
 }
 statements_dump() {
