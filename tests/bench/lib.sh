@@ -246,13 +246,15 @@ statements_reset() {
 		-c "SELECT pg_stat_statements_reset()" >/dev/null
 }
 statements_dump() {
+	local which=true
+	[[ "${2:-}" = top ]] && which=toplevel
 	psql_db "$1" -F ' | ' -c "
 	  SELECT calls, round(total_exec_time::numeric, 1) AS ms,
 	         round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
 	         round(rows::numeric / calls, 1) AS rows_per_call,
 	         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
 	  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-	    AND ($([[ "${2:-}" = top ]] && echo toplevel || echo true))
+	    AND $which
 	  ORDER BY total_exec_time DESC LIMIT 20" || true
 }
 

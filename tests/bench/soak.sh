@@ -118,8 +118,13 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 	: >"$out/soak_statements.txt"
 	statements_reset "$db"
 	(
+		# stopped by a TERM while it waits: the sleep goes with it
+		nap=
+		trap 'kill "$nap" 2>/dev/null; exit 0' TERM
 		for ((m = 60; m <= soak_s; m += 60)); do
-			sleep 60
+			sleep 60 &
+			nap=$!
+			wait "$nap"
 			{
 				echo "# minute to ${m}s: calls | total ms | ms per call | rows per call | statement"
 				statements_dump "$db" top
