@@ -1,6 +1,19 @@
 -- Claims: queued jobs leased to a worker, due jobs promoted, and the next due
 -- time for the dispatcher's timer.
 
+-- Whether no flow control holds back the lane of workflow w (NULL: a run
+-- whose workflow is gone) and concurrency key p_key ('' or NULL: none), for
+-- the caller's constrained endpoints p_room: the conditions hf_claim_lanes
+-- checks, for hf_claim's common cases, which skip the visit. SQL, inlined.
+CREATE FUNCTION hf_lane_free(w workflow, p_key text, p_room jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT NOT coalesce(w.paused, false) AND coalesce(w.max_concurrency, 0) = 0
+	   AND coalesce(w.rate_limit, 0) = 0
+	   AND NOT (coalesce(w.endpoint_control, false) AND coalesce(p_room ? w.endpoint, false))
+	   AND (coalesce(p_key, '') = ''
+		OR (coalesce(w.key_concurrency, 0) = 0 AND w.key_mode IS DISTINCT FROM 'cancel_active'))
+$$;
+
 -- Claims up to p_limit jobs for p_owner: step jobs of pending runs, then
 -- pending callbacks, skipping rows other instances hold. Each row is an
 -- hf_job (migrations/0001_init.sql, 0003, 0007, 0008, 0010, 0013), decoded by db/jobs.c's
@@ -34,9 +47,13 @@
 -- for). The runs that take a slot are marked
 -- (holds_slot, holds_key_slot) and give it back when their claim ends
 -- (hf_release_slot; a key's slot by the mark's clearing: migrations/0012).
--- When every pending run fits in the claim (at most 32 of them) and none is
--- under flow control, the visit would take them all: they are taken at once
--- and the cursor stays (no 'lane' row).
+-- Two common cases skip the visit, and the cursor stays (no 'lane' row):
+-- every pending run is in one lane that no flow control holds back (the
+-- visit would give that lane the whole batch, FIFO: the runs are taken so,
+-- with one walk of the lane's index entries), or every pending run fits in
+-- the claim (at most 32 of them) and none is under flow control (the visit
+-- would take them all: they are taken at once). hf_lane_free says what
+-- holds a lane back.
 --
 -- A lease begins at the clock's time when the claim's UPDATE starts (not at
 -- now(), the transaction's start: hf_cycle settles before it claims).
@@ -47,6 +64,9 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = o
 	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 	SET work_mem = '64MB' AS $$
 DECLARE
+	one_p integer;           -- the lane of the last pending run in
+	one_w text;              -- run_claim_lane's order
+	one_k text;
 	few text[];              -- every pending run, when they are few and free
 	cand text[];             -- the runs taken
 	slot_ids text[] := '{}'; -- those that take a workflow's slot
@@ -61,31 +81,44 @@ DECLARE
 	tracing boolean := hf_tracing();
 	n integer := 0;
 BEGIN
-	-- The common case first: no more runs pending than this claim takes (at
-	-- most 32: a backlog costs this test 33 index entries) and none under
-	-- flow control (the conditions hf_claim_lanes, below, checks). Visiting
-	-- the lanes would take every one of them, so they are taken at once and the
-	-- cursor stays where it was; at idle this spares a step most of the
-	-- claim's time (BENCHMARKS.md, "Issue 13: the idle path").
-	SELECT coalesce(array_agg(f.run_id), '{}') INTO few
-	FROM (SELECT r.run_id, r.concurrency_key, w.paused, w.max_concurrency, w.rate_limit,
-		     w.endpoint_control, w.endpoint, w.key_concurrency, w.key_mode
-	      FROM run r LEFT JOIN workflow w ON w.name = r.workflow
-	      WHERE r.status = 'pending' LIMIT least(p_limit, 32) + 1) f
-	HAVING count(*) <= least(p_limit, 32)
-	   AND coalesce(bool_and(NOT coalesce(f.paused, false) AND coalesce(f.max_concurrency, 0) = 0
-			AND coalesce(f.rate_limit, 0) = 0
-			AND NOT (coalesce(f.endpoint_control, false)
-				 AND coalesce(p_room ? f.endpoint, false))
-			AND (coalesce(f.concurrency_key, '') = ''
-			     OR (coalesce(f.key_concurrency, 0) = 0
-				 AND f.key_mode IS DISTINCT FROM 'cancel_active'))), true);
-	IF few IS NOT NULL THEN
-		cand := array(SELECT r.run_id FROM run r WHERE r.run_id = ANY (few)
-			      AND r.status = 'pending' FOR UPDATE SKIP LOCKED);
+	-- The common cases first (BENCHMARKS.md, "Issue 13: the idle path" and
+	-- "Issue 13: one lane claimed without the visit"). One lane: the last
+	-- pending entry in run_claim_lane's order names it (read from the end,
+	-- where the live entries are: each claimed run leaves a dead entry before
+	-- its lane's live ones until vacuum), and nothing pending sorts before it.
+	SELECT r.priority, r.workflow, coalesce(r.concurrency_key, '')
+	INTO one_p, one_w, one_k
+	FROM run r WHERE r.status = 'pending'
+	ORDER BY r.priority DESC, r.workflow DESC, coalesce(r.concurrency_key, '') DESC, r.seq DESC
+	LIMIT 1;
+	IF NOT FOUND THEN
+		cand := '{}';
+	ELSIF hf_lane_free((SELECT w FROM workflow w WHERE w.name = one_w), one_k, p_room)
+	      AND NOT EXISTS (SELECT 1 FROM run r WHERE r.status = 'pending'
+			      AND (r.priority, r.workflow, coalesce(r.concurrency_key, ''))
+				  < (one_p, one_w, one_k)) THEN
+		cand := array(SELECT r.run_id FROM run r
+			      WHERE r.status = 'pending' AND r.priority = one_p
+				AND r.workflow = one_w AND coalesce(r.concurrency_key, '') = one_k
+			      ORDER BY r.seq LIMIT p_limit FOR UPDATE SKIP LOCKED);
 	ELSE
-		SELECT l.cand, l.slot_ids, l.key_ids, l.lane INTO cand, slot_ids, key_ids, lane
-		FROM hf_claim_lanes(p_limit, p_lane, p_room) l;
+		-- No more runs pending than this claim takes (at most 32: a backlog
+		-- costs this test 33 index entries) and none under flow control:
+		-- visiting the lanes would take every one of them, so they are
+		-- taken at once.
+		SELECT coalesce(array_agg(f.run_id), '{}') INTO few
+		FROM (SELECT r.run_id, r.concurrency_key, w
+		      FROM run r LEFT JOIN workflow w ON w.name = r.workflow
+		      WHERE r.status = 'pending' LIMIT least(p_limit, 32) + 1) f
+		HAVING count(*) <= least(p_limit, 32)
+		   AND coalesce(bool_and(hf_lane_free(f.w, f.concurrency_key, p_room)), true);
+		IF few IS NOT NULL THEN
+			cand := array(SELECT r.run_id FROM run r WHERE r.run_id = ANY (few)
+				      AND r.status = 'pending' FOR UPDATE SKIP LOCKED);
+		ELSE
+			SELECT l.cand, l.slot_ids, l.key_ids, l.lane INTO cand, slot_ids, key_ids, lane
+			FROM hf_claim_lanes(p_limit, p_lane, p_room) l;
+		END IF;
 	END IF;
 
 	IF cardinality(cand) > 0 THEN
@@ -378,8 +411,8 @@ BEGIN
 				e_i := cardinality(eps);
 			END IF;
 		END IF;
-		-- (What holds a lane back is checked in hf_claim's quick path as
-		-- well: a condition added here goes there too.)
+		-- (What holds a lane back is hf_lane_free's too, for hf_claim's
+		-- common cases: a condition added here goes there as well.)
 		IF wf.paused OR caps_free[array_position(caps, lw)] = 0 OR eps_free[e_i] = 0 THEN
 			skip_wf := true;
 			CONTINUE;

@@ -235,27 +235,24 @@ fresh_db() {
 }
 
 # BENCH_PG_STATEMENTS=1: statements_reset DB starts counting DB's statements
-# afresh; statements_dump DB [top] prints the top ones by total time (every
-# statement, nested ones included: pg_stat_statements.track = all; with
-# `top`, the top-level ones only): calls, total ms, ms and rows per call. A
-# nested statement's time leaves out its executor start-up, which its
-# caller's includes.
+# afresh; statements_dump DB prints the top 30 by total time (every statement,
+# nested ones included: pg_stat_statements.track = all): calls, total ms, ms,
+# rows and shared buffers hit per call. A nested statement's time leaves out
+# its executor start-up, which its caller's includes.
 statements_reset() {
 	psql_db "$1" -c "SET client_min_messages = warning" \
 		-c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
 		-c "SELECT pg_stat_statements_reset()" >/dev/null
 }
 statements_dump() {
-	local which=true
-	[[ "${2:-}" = top ]] && which=toplevel
 	psql_db "$1" -F ' | ' -c "
 	  SELECT calls, round(total_exec_time::numeric, 1) AS ms,
 	         round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
 	         round(rows::numeric / calls, 1) AS rows_per_call,
+	         round(shared_blks_hit::numeric / calls, 1) AS blks_per_call,
 	         left(regexp_replace(query, '\s+', ' ', 'g'), 90)
 	  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-	    AND $which
-	  ORDER BY total_exec_time DESC LIMIT 20" || true
+	  ORDER BY total_exec_time DESC LIMIT 30" || true
 }
 
 # ---- PgBouncer --------------------------------------------------------------------

@@ -111,8 +111,9 @@ curl -sf -X POST "$wh/stats/reset" >/dev/null
 checkpoint
 say "soak: $rate runs/s of $steps steps for ${soak_s}s ($rate_from), HOOKFLOW_RETENTION_MS=$retention_ms"
 rc=0
-# BENCH_PG_STATEMENTS=1: the top-level statements of each minute of the soak
-# (time, calls) in $out/soak_statements.txt, counted afresh every minute.
+# BENCH_PG_STATEMENTS=1: the statements of each minute of the soak, nested ones
+# included (time, calls, buffers) in $out/soak_statements.txt, counted afresh
+# every minute.
 stmt_pid=
 if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 	: >"$out/soak_statements.txt"
@@ -126,8 +127,8 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 			nap=$!
 			wait "$nap"
 			{
-				echo "# minute to ${m}s: calls | total ms | ms per call | rows per call | statement"
-				statements_dump "$db" top
+				echo "# minute to ${m}s: calls | total ms | ms per call | rows per call | buffers per call | statement"
+				statements_dump "$db"
 				statements_reset "$db"
 			} >>"$out/soak_statements.txt" 2>&1 || true
 		done

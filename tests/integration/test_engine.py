@@ -278,6 +278,36 @@ def test_a_lease_begins_when_the_claim_runs_not_when_its_transaction_began(hookf
     assert db.scalar("SELECT claimed_at >= created_at FROM run WHERE run_id = 'late'") == "t"
 
 
+def test_a_claim_takes_one_lanes_runs_oldest_first_and_visits_the_lanes_when_more_wait(
+        hookflow_bin, db):
+    """hf_claim's common case under load: every pending run in one lane that
+    no flow control holds back. The claim takes the lane's oldest runs (seq
+    order, not run id order) up to its limit, beyond the 32 of the quick
+    path, and keeps the cursor (no 'lane' row). A run of a second lane, or a
+    limit on the one lane, sends the claim through the lane visit again."""
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=3, priority=0)
+    claim = ("SELECT string_agg(CASE kind WHEN 'lane' THEN 'lane' ELSE run_id END, ' ' "
+             "ORDER BY kind = 'lane', run_id) FROM hf_claim('test-owner', %d, 60000)")
+    # 40 runs, the later run ids queued first
+    db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+           "max_attempts, seq) SELECT 'r' || lpad(g::text, 2, '0'), 'w', 'pending', 'j' || g, "
+           "'\\x00', 0, 3, 100 - g FROM generate_series(1, 40) g")
+    assert db.scalar(claim % 5) == "r36 r37 r38 r39 r40"
+    assert db.scalar(claim % 33) == " ".join("r%02d" % g for g in range(3, 36))
+    # a second lane, queued last: the visit shares the batch between the two
+    # and says where it stopped
+    db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+           "max_attempts, seq, concurrency_key) VALUES ('k1', 'w', 'pending', 'jk1', '\\x00', "
+           "0, 3, 1000, 'k')")
+    assert db.scalar(claim % 2) == "k1 r02 lane"
+    # one lane again, now capped: visited, and the cap holds
+    db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+           "max_attempts, seq) VALUES ('r41', 'w', 'pending', 'j41', '\\x00', 0, 3, 2000)")
+    db.sql("UPDATE workflow SET max_concurrency = 1")
+    assert db.scalar(claim % 5) == "r01 lane"
+    assert db.scalar(claim % 5) == "lane"
+
+
 def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcome(hookflow_bin, db):
     """hf_submit_many inserts a batch of plain runs (no key, no kv effects,
     each run id once) with one statement: each item gets the outcome that

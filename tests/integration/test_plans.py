@@ -31,42 +31,54 @@ WORKFLOW = ("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority
             "10, 10);")
 
 
-def _pending(first, last):
+def _pending(first, last, key=None):
+    """Pending runs r<first>..r<last> of workflow 'w', in the lane of key (no
+    key: the workflow's runs without one; run ids k<n> for a key)."""
     return ("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
-            "max_attempts, seq) SELECT 'r' || g, 'w', 'pending', 'j' || g, '\\x00', 0, 3, g "
-            "FROM generate_series(%d, %d) g;" % (first, last))
+            "max_attempts, seq, concurrency_key) SELECT '%s' || g, 'w', 'pending', 'j%s' || g, "
+            "'\\x00', 0, 3, g, %s FROM generate_series(%d, %d) g;"
+            % ("k" if key else "r", "k" if key else "", "'%s'" % key if key else "NULL",
+               first, last))
 
 
 def test_a_claim_planned_on_an_empty_table_still_uses_the_indexes_once_it_has_grown(
         hookflow_bin, db):
     _migrate(hookflow_bin, db)
     # One session (one psql -c): the claim's plans are made while the table
-    # holds two runs (its lanes visited for one, then the one left taken at
-    # once: the claim's two paths), then the table grows by OLD_RUNS
+    # holds three runs in two lanes (the lanes visited for one, then the two
+    # left taken at once) and then one run in one lane (that lane's runs
+    # taken): the claim's three paths. Then the table grows by OLD_RUNS
     # finished runs and the same session claims again on each path.
     rows = db.sql(
         WORKFLOW
-        + _pending(1, 2)
+        + _pending(1, 2) + _pending(1, 1, key="k")
         + "SELECT count(*) FROM hf_claim('test-owner', 1, 60000) WHERE kind = 'step';"
+        + "SELECT count(*) FROM hf_claim('test-owner', 10, 60000) WHERE kind = 'step';"
+        + _pending(3, 3)
         + "SELECT count(*) FROM hf_claim('test-owner', 10, 60000) WHERE kind = 'step';"
         + "INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, max_attempts, "
           "input) SELECT 'old' || g, 'w', 'succeeded', 'o' || g, '\\x00', 0, 3, "
           "jsonb_build_object('pad', repeat('x', 200)) FROM generate_series(1, %d) g;" % OLD_RUNS
-        + _pending(3, 7)
+        + _pending(4, 8)
         + "SELECT pg_relation_size('run') / 8192;"
-        # fewer pending than the claim takes: all of them at once
+        # one lane: its runs, FIFO
         + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 10, 60000);"
-        + _pending(8, 12)
-        # more pending than it takes: the lanes visited
+        # two lanes, fewer pending than the claim takes: all of them at once
+        + _pending(9, 10) + _pending(2, 2, key="k")
+        + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 10, 60000);"
+        # two lanes, more pending than it takes: the lanes visited
+        + _pending(11, 15) + _pending(3, 4, key="k")
         + "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM hf_claim('test-owner', 3, 60000);")
-    assert [r[0] for r in rows[:2]] == ["1", "1"], rows[:2]
-    pages = int(rows[2][0])
-    plans = [doc[0]["Plan"] for doc in _json_documents("\n".join(r[0] for r in rows[3:]))]
-    assert len(plans) == 2, rows[3:]
-    # 5 steps (the cursor stays); then 3 steps and the lane the claim stopped at
-    assert [p["Actual Rows"] for p in plans] == [5, 4], plans
+    assert [r[0] for r in rows[:3]] == ["1", "2", "1"], rows[:3]
+    pages = int(rows[3][0])
+    plans = [doc[0]["Plan"] for doc in _json_documents("\n".join(r[0] for r in rows[4:]))]
+    assert len(plans) == 3, rows[4:]
+    # 5 steps and 3 steps (the cursor stays); then 3 steps and the lane the
+    # claim stopped at
+    assert [p["Actual Rows"] for p in plans] == [5, 3, 4], plans
     assert pages > 1000, "the table should be large enough to tell (%d pages)" % pages
-    for plan, what in zip(plans, ("all 5 pending runs", "3 runs through the lanes")):
+    for plan, what in zip(plans, ("the 5 runs of one lane", "all 3 pending runs",
+                                  "3 runs through the lanes")):
         blocks = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
         # A scan of the table would read every page at least once; through
         # the indexes a claim of a few runs reads a few dozen.
@@ -163,9 +175,10 @@ def test_every_engine_function_the_service_calls_runs_without_jit(hookflow_bin, 
 def test_a_claim_and_a_settlement_compile_nothing_where_jit_would(hookflow_bin, db):
     """The same, watched: with jit_above_cost at 0 a session compiles every
     statement it plans; auto_explain shows the statements the claim (both
-    paths) and a settlement run inside the engine, and none is compiled."""
+    three paths) and a settlement run inside the engine, and none is
+    compiled."""
     _migrate(hookflow_bin, db)
-    db.sql(WORKFLOW + _pending(1, 5) + _running(6, 7))
+    db.sql(WORKFLOW + _pending(1, 5) + _pending(1, 1, key="k") + _running(6, 7))
     if db.scalar("SELECT pg_jit_available()") != "t":
         pytest.skip("this PostgreSQL has no JIT (llvmjit): nothing to compile")
     session = ["LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
@@ -173,8 +186,11 @@ def test_a_claim_and_a_settlement_compile_nothing_where_jit_would(hookflow_bin, 
                "SET auto_explain.log_level = notice", "SET jit_above_cost = 0",
                # the control: a statement of the session's own is compiled
                "SELECT count(*) FROM run WHERE status = 'pending'",
-               # 5 pending, 3 taken: the lanes visited; then the 2 left at once
+               # 6 pending in two lanes, 3 taken: the lanes visited; then
+               # the 3 left at once; then one lane's runs
                "SELECT count(*) FROM hf_claim('test-owner', 3, 60000)",
+               "SELECT count(*) FROM hf_claim('test-owner', 10, 60000)",
+               _pending(20, 21),
                "SELECT count(*) FROM hf_claim('test-owner', 10, 60000)",
                "SELECT count(*) FROM hf_settle_steps('%s')"
                % _settle([(6, "continue"), (7, "succeed")])]
@@ -185,7 +201,7 @@ def test_a_claim_and_a_settlement_compile_nothing_where_jit_would(hookflow_bin, 
                        + [a for q in session for a in ("-c", q)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["5", "4", "2", "2"], r.stdout
+    assert r.stdout.split() == ["6", "4", "3", "2", "2"], r.stdout
     plans = r.stderr.split("NOTICE:  duration:")[1:]
     assert "JIT:" in plans[0] and "status = 'pending'" in plans[0], plans[:1]
     nested = [p for p in plans if "PL/pgSQL function" in p]
