@@ -94,9 +94,19 @@ BEGIN
 	IF NOT FOUND THEN
 		cand := '{}';
 	ELSIF hf_lane_free((SELECT w FROM workflow w WHERE w.name = one_w), one_k, p_room)
-	      AND NOT EXISTS (SELECT 1 FROM run r WHERE r.status = 'pending'
-			      AND (r.priority, r.workflow, coalesce(r.concurrency_key, ''))
-				  < (one_p, one_w, one_k)) THEN
+	      -- A column at a time, each probe ordered as run_claim_lane is, so
+	      -- that it ends at the lane's first entry: a row comparison would
+	      -- not end the scan there, and would read every pending entry.
+	      AND (SELECT 1 FROM run r WHERE r.status = 'pending' AND r.priority < one_p
+		   ORDER BY r.priority LIMIT 1) IS NULL
+	      AND (SELECT 1 FROM run r WHERE r.status = 'pending' AND r.priority = one_p
+		     AND r.workflow < one_w
+		   ORDER BY r.priority, r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) IS NULL
+	      AND (one_k = '' OR (SELECT 1 FROM run r WHERE r.status = 'pending'
+				   AND r.priority = one_p AND r.workflow = one_w
+				   AND coalesce(r.concurrency_key, '') < one_k
+				 ORDER BY r.priority, r.workflow, coalesce(r.concurrency_key, '')
+				 LIMIT 1) IS NULL) THEN
 		cand := array(SELECT r.run_id FROM run r
 			      WHERE r.status = 'pending' AND r.priority = one_p
 				AND r.workflow = one_w AND coalesce(r.concurrency_key, '') = one_k
