@@ -68,20 +68,44 @@ static const struct db_stmt q_children = {
 	6};
 static const struct db_stmt q_exists = {"run_exists", "SELECT 1 FROM run WHERE run_id = $1", 1};
 /* Newest first, from the cursor on. Every filter reads an index in this
- * order and stops after the page (tests/integration/test_size_plans.py):
- * run_list, run_list_workflow, or for ?status=failed or cancelled (with or
- * without ?workflow) run_list_ended and run_list_workflow_ended
- * (migrations/0006); ?concurrency_key (alone or with the others) is
- * q_list_key below. So one status is an equality (PostgreSQL 15 reads
- * "status = ANY" through an index without its order, and sorts every row
- * that matches), and the cursor is one row comparison, which bounds the
- * index scan (an OR of two comparisons filtered every row before it). These
- * plans are PostgreSQL's custom plans, made with the parameters' values,
- * which fold the tests on NULL parameters away; its generic plan (a walk of
- * run_list filtering every row) is estimated to cost more, so the plan cache
- * keeps making custom ones. */
+ * order and stops after the page (tests/integration/test_size_plans.py).
+ * The list order of every run, and of a workflow's, is the narrow table
+ * run_listing (migrations/0015_run_listing.sql: run_listing_all,
+ * run_listing_workflow), each row's run found by its key; a status filter
+ * applies to the runs read. That walk ends quickly when most runs match:
+ * no status, or ?status with succeeded. A filter that few runs match reads
+ * run through an index of those runs instead (q_list_run, chosen by
+ * list_reads_run); ?concurrency_key (alone or with the others) is
+ * q_list_key. The cursor is one row comparison, which bounds the index scan
+ * (an OR of two comparisons filtered every row before it). These plans are
+ * PostgreSQL's custom plans, made with the parameters' values, which fold
+ * the tests on NULL parameters away; its generic plan (a walk of
+ * run_listing_all filtering every row) is estimated to cost more, so the
+ * plan cache keeps making custom ones. */
 static const struct db_stmt q_list = {
 	"run_list",
+	DB_PAGE_SQL("SELECT hf_run_text(r) AS item, hf_us(l.created_at) AS ms, l.run_id AS id,"
+		    " l.created_at AS k_created"
+		    " FROM run_listing l JOIN run r ON r.run_id = l.run_id"
+		    " WHERE ($1::text IS NULL OR l.workflow = $1)"
+		    " AND ($2::text[] IS NULL OR r.status = ANY ($2::text[]))"
+		    " AND $3::text IS NULL AND $4::text IS NULL" /* else q_list_run, q_list_key */
+		    " AND ($5::timestamptz IS NULL OR l.created_at > $5::timestamptz)"
+		    " AND ($6::timestamptz IS NULL OR l.created_at < $6::timestamptz)"
+		    " AND ($7::bigint IS NULL"
+		    "      OR (l.created_at, l.run_id) < (hf_from_us($7::bigint), $8))"
+		    " ORDER BY l.created_at DESC, l.run_id DESC",
+		    "k_created DESC, id DESC", "$9", "$10"),
+	10};
+/* q_list of the runs of a group, or of statuses few runs have, read from run
+ * through their index (list_reads_run): ?group_id through run_by_group,
+ * ?status=failed or cancelled (with or without ?workflow) through
+ * run_list_ended and run_list_workflow_ended (migrations/0006) in list order,
+ * the active statuses through run_active_workflow (then sorted: the runs in
+ * flight). One status is an equality (PostgreSQL 15 reads "status = ANY"
+ * through an index without its order, and sorts every row that matches). */
+static const struct db_stmt q_list_run = {
+	"run_list_run",
 	DB_PAGE_SQL("SELECT hf_run_text(r) AS item, hf_us(r.created_at) AS ms, r.run_id AS id,"
 		    " r.created_at AS k_created FROM run r"
 		    " WHERE ($1::text IS NULL OR r.workflow = $1)"
@@ -343,6 +367,32 @@ enum err_code db_run_children(struct db_conn *c, const char *run_id, const struc
 	return read_run_page(c, run_id, r, out, e);
 }
 
+/* Whether the runs `f` (without a key) asks for are better read from run,
+ * through an index of just those runs, than by walking the list order of
+ * every run (q_list): a group's, or those of statuses few runs have, all
+ * failed or cancelled or all active. With succeeded, or with both ended and
+ * active statuses (no one index holds them), the walk reads least. */
+static bool list_reads_run(const struct run_filter *f)
+{
+	if (f->group_id != NULL)
+		return true;
+	if (f->statuses == NULL)
+		return false;
+	bool ended = false, active = false;
+	for (const char *p = f->statuses + 1; *p != '\0' && *p != '}';) {
+		size_t n = strcspn(p, ",}");
+		if (n == 9 && strncmp(p, "succeeded", n) == 0)
+			return false;
+		if ((n == 6 && strncmp(p, "failed", n) == 0) ||
+		    (n == 9 && strncmp(p, "cancelled", n) == 0))
+			ended = true;
+		else
+			active = true;
+		p += n + (p[n] == ',');
+	}
+	return ended != active;
+}
+
 enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 			  const struct db_page_req *pg, struct db_page *out, struct err *e)
 {
@@ -359,7 +409,10 @@ enum err_code db_run_list(struct db_conn *c, const struct run_filter *f,
 			     f->concurrency_key,   f->created_after, f->created_before,
 			     after_id ? us : NULL, after_id,         pp.limit,
 			     pp.max_bytes};
-	PGresult *r = db_exec(c, f->concurrency_key != NULL ? &q_list_key : &q_list, p, e);
+	const struct db_stmt *q = f->concurrency_key != NULL ? &q_list_key
+				  : list_reads_run(f)        ? &q_list_run
+							     : &q_list;
+	PGresult *r = db_exec(c, q, p, e);
 	free(after_id);
 	if (r == NULL)
 		return e->code;

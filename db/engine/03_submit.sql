@@ -140,6 +140,8 @@ BEGIN
 		END IF;
 		RETURN 'input_mismatch';
 	END IF;
+	INSERT INTO run_listing (run_id, workflow, created_at)
+	VALUES (p_run_id, p_workflow, created);
 	IF p_concurrency_key IS NOT NULL THEN
 		INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)
 		VALUES (p_run_id, p_workflow, p_concurrency_key, created, true);
@@ -210,7 +212,10 @@ BEGIN
 			FROM x JOIN workflow w ON w.name = x.item->>'workflow'
 			ORDER BY x.ord
 			ON CONFLICT (run_id) DO NOTHING
-			RETURNING run.run_id, run.next_at)
+			RETURNING run.run_id, run.workflow, run.created_at, run.next_at),
+		listed AS (
+			INSERT INTO run_listing (run_id, workflow, created_at)
+			SELECT ins.run_id, ins.workflow, ins.created_at FROM ins)
 		SELECT array_agg(ins.run_id), array_agg(DISTINCT greatest(ins.next_at, now()))
 		INTO created, dues FROM ins;
 		PERFORM hf_notify_due(t) FROM unnest(dues) t;

@@ -51,8 +51,9 @@ BEGIN
 		FROM jsonb_array_elements(p_members) WITH ORDINALITY AS x(m, ord);
 	END IF;
 
-	-- New member runs, in one statement, with the keys of the keyed ones
-	-- (run_key, migrations/0012_run_key.sql).
+	-- New member runs, in one statement, with their place in the list
+	-- (run_listing, migrations/0015_run_listing.sql) and the keys of the keyed
+	-- ones (run_key, migrations/0012_run_key.sql).
 	WITH ins AS (
 		INSERT INTO run (run_id, workflow, status, job_id, input, input_hash, headers,
 				 priority, max_attempts, seq, next_at, group_id, group_key,
@@ -66,6 +67,9 @@ BEGIN
 		ORDER BY x.ord
 		ON CONFLICT (run_id) DO NOTHING
 		RETURNING run_id, workflow, concurrency_key, created_at),
+	listed AS (
+		INSERT INTO run_listing (run_id, workflow, created_at)
+		SELECT i.run_id, i.workflow, i.created_at FROM ins i),
 	keyed AS (
 		INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)
 		SELECT i.run_id, i.workflow, i.concurrency_key, i.created_at, true FROM ins i

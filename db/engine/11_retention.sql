@@ -3,7 +3,8 @@
 -- are never touched.
 
 -- Deletes terminated runs `ids` (locked by the caller) with their history,
--- memos, replay records, finished callbacks and keys (run_key).
+-- memos, replay records, finished callbacks, keys (run_key) and list rows
+-- (run_listing).
 CREATE FUNCTION hf_delete_runs(ids text[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -12,7 +13,11 @@ BEGIN
 	DELETE FROM step_output WHERE run_id = ANY (ids);
 	DELETE FROM callback WHERE run_id = ANY (ids) AND status IN ('done', 'dead');
 	DELETE FROM run_key WHERE run_id = ANY (ids);
-	DELETE FROM run WHERE run_id = ANY (ids);
+	-- a list row is found by its (created_at, run_id), through
+	-- run_listing_all (migrations/0015_run_listing.sql)
+	WITH gone AS (DELETE FROM run WHERE run_id = ANY (ids) RETURNING run_id, created_at)
+	DELETE FROM run_listing l USING gone g
+	WHERE l.created_at = g.created_at AND l.run_id = g.run_id;
 END
 $$;
 

@@ -61,6 +61,10 @@ SELECT k.run_id, k.workflow, k.status, :steps - 1, CASE WHEN k.status = 'failed'
        k.created_at, k.created_at + interval '2 seconds'
 FROM kept k;
 
+-- Their place in the lists, as hf_submit writes it (migrations/0015).
+INSERT INTO run_listing (run_id, workflow, created_at)
+SELECT k.run_id, k.workflow, k.created_at FROM kept k;
+
 -- History: one attempt per step, started 200 ms apart; a failed run's last
 -- step has a transient error first.
 INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, payload, signal,

@@ -13,7 +13,7 @@ from harness import Reply, StepScript, cont, sql_quote, succeed, wait_until
 from helpers_issue3 import memo_path, signal_outcome, wait_signal
 
 WINDOW_MS = 2000
-TABLES = ("run", "step_attempt", "memo", "step_output")
+TABLES = ("run", "step_attempt", "memo", "step_output", "run_listing")
 
 
 def _counts(db, rid):
@@ -42,7 +42,8 @@ def test_retention_deletes_terminated_runs_with_history_memos_and_replay_records
     assert api.put(memo_path(rid, "k", 0), {"value": 2}).status == 200
 
     counts = _counts(db, rid)
-    assert counts == {"run": 1, "step_attempt": 3, "memo": 2, "step_output": 2}, counts
+    assert counts == {"run": 1, "step_attempt": 3, "memo": 2, "step_output": 2,
+                      "run_listing": 1}, counts
     # the last age seen while the run was still there
     seen = {"age": 0.0}
 
@@ -76,11 +77,15 @@ def test_retention_sweeps_in_bounded_batches(service, api, db):
         "INSERT INTO step_attempt (run_id, generation, step, attempt, job_id, result) "
         "SELECT 'bulk-' || i, 1, 0, 1, 'job-' || i, 'succeed' FROM generate_series(1, %d) i; "
         "INSERT INTO memo (run_id, scope, key, value) "
-        "SELECT 'bulk-' || i, -1, 'k', '1' FROM generate_series(1, %d) i" % (n, n, n))
+        "SELECT 'bulk-' || i, -1, 'k', '1' FROM generate_series(1, %d) i; "
+        # the runs' list rows, as hf_submit writes them (migrations/0015)
+        "INSERT INTO run_listing (run_id, workflow, created_at) "
+        "SELECT run_id, workflow, created_at FROM run WHERE run_id LIKE 'bulk-%%'" % (n, n, n))
     wait_until(lambda: db.scalar("SELECT count(*) FROM run") == "0", timeout=30, interval=0.1,
                message="bulk runs swept")
     assert db.scalar("SELECT count(*) FROM step_attempt") == "0"
     assert db.scalar("SELECT count(*) FROM memo") == "0"
+    assert db.scalar("SELECT count(*) FROM run_listing") == "0"
     removed = [int(x) for x in re.findall(r"retention sweep removed=(\d+)", service.log_text()[start:])]
     assert sum(removed) >= n, removed
     assert len(removed) >= 3 and max(removed) <= 1000, "batches of at most 1000 expected: %r" % removed

@@ -9,12 +9,13 @@ promote / reap / next-due, the retention sweep) and answers the API's reads
 (GET /v1/runs with each filter and a page cursor, a run, its steps,
 /metrics). The test then reads those plans from the server log.
 
-A plan node of run, step_attempt or callback passes when it is not a Seq Scan
-and reads at most SCAN_BOUND rows (the rows it returned plus those its filter
-removed): a scan that walks an index over the whole table (a list filtered on
-a status few runs have, a sort of every row) reads thousands. The kept runs
-are written by tests/bench/kept_runs.sql, the same rows the size benchmark
-(tests/bench/scenario_size.sh) keeps, at a tenth of its size."""
+A plan node of run, step_attempt, callback, run_key or run_listing passes
+when it is not a Seq Scan and reads at most SCAN_BOUND rows (the rows it
+returned plus those its filter removed): a scan that walks an index over the
+whole table (a list filtered on a status few runs have, a sort of every row)
+reads thousands. The kept runs are written by tests/bench/kept_runs.sql, the
+same rows the size benchmark (tests/bench/scenario_size.sh) keeps, at a tenth
+of its size."""
 
 import json
 import os
@@ -30,7 +31,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 KEPT_SQL = os.path.join(REPO, "tests", "bench", "kept_runs.sql")
 KEPT_RUNS = 20000          # x STEPS history rows, a few seconds to write
 STEPS = 10
-HOT_TABLES = ("run", "step_attempt", "callback", "run_key")
+HOT_TABLES = ("run", "step_attempt", "callback", "run_key", "run_listing")
 # What a statement's node may read of a hot table: a page of a list (101
 # rows) or a batch of claims or settlements reads a few hundred; a walk over
 # the kept runs reads KEPT_RUNS.
@@ -203,6 +204,7 @@ def _reads(api):
         "/v1/runs?limit=100",
         "/v1/runs?limit=100&workflow=kept1",
         "/v1/runs?limit=100&status=succeeded",
+        "/v1/runs?limit=100&status=succeeded,failed",
         "/v1/runs?limit=100&status=failed",
         "/v1/runs?limit=100&status=cancelled",
         "/v1/runs?limit=100&status=pending,scheduled,waiting,running,cancelling",
@@ -262,9 +264,13 @@ def test_with_many_runs_kept_every_statement_hookflow_sends_reads_through_an_ind
     svc = services.start(HOOKFLOW_RETENTION_MS=str(365 * 24 * 3600 * 1000))
     _traffic(svc.api, webhook)
     _reads(svc.api)
+    # what the sweep does to a run past its window (none of these is): its
+    # rows deleted with it, the list's found through run_listing_all
+    db.sql("SELECT hf_delete_runs(ARRAY['kept-0000007', 'kept-0000008'])")
     svc.stop()
 
     plans = _logged_plans(pg.log_path, offset, db.name)
+    assert db.scalar("SELECT count(*) FROM run_listing WHERE run_id LIKE 'kept-000000_'") == "7"
     seen = " ".join(q for q, _ in plans)
     covered = (
         # the dispatcher's cycle and the scheduler (service/listener.c)
@@ -274,6 +280,7 @@ def test_with_many_runs_kept_every_statement_hookflow_sends_reads_through_an_ind
         "hf_signal", "hf_cancel_run", "hf_rerun", "hf_cancel_many",
         # the API's reads (db/run.c) and /metrics (db/stats.c)
         "FROM run r WHERE ($1::text IS NULL", "FROM run_key k JOIN run r",
+        "FROM run_listing l JOIN run r", "DELETE FROM run_listing l",
         "FROM step_attempt a WHERE a.run_id = $1",
         "FROM run r WHERE r.run_id = $1", "count(*) FROM run",
         # the dashboard's figures (db/series.c)
