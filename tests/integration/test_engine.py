@@ -348,4 +348,8 @@ def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcom
     assert "e" not in rows
     # Each run got its own id and trace.
     assert len({row[0] for row in db.sql("SELECT job_id FROM run")}) == 4
+    # and its place in the lists (migrations/0015), once
+    assert db.sql("SELECT l.run_id, l.workflow = r.workflow AND l.created_at = r.created_at "
+                  "FROM run_listing l LEFT JOIN run r USING (run_id) ORDER BY 1") == \
+        [["a", "t"], ["b", "t"], ["c", "t"], ["d", "t"]]
     assert rows["a"][9] != rows["c"][9]

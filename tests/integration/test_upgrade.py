@@ -26,7 +26,11 @@ the upgrade however the engine inside changes.
   jsonb) leaves runs whose next step's payload is an earlier step's output:
   one with that step's call in flight, one waiting out a delay; the new
   binary delivers each payload, keeps the history, and stores new outputs
-  as json."""
+  as json.
+- test_runs_in_flight_are_listed_across_the_run_listing_migration: the build
+  before migrations/0015_run_listing.sql leaves runs ended, in a group,
+  delayed and with a call in flight; the new binary lists them as the old one
+  did, with each filter and page by page, and the runs it creates on top."""
 
 import collections
 import http.client
@@ -34,6 +38,7 @@ import json
 import signal
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -616,3 +621,93 @@ def test_payloads_in_flight_are_kept_across_the_payload_json_migration(
                   "WHERE run_id = 'pj-delayed' AND output IS NOT NULL ORDER BY step") == \
         [["0", "json"], ["1", "json"]]
     assert_no_step_settled_twice(db, webhook, steps.answered())
+
+
+@pytest.fixture(scope="module")
+def before_run_listing():
+    return _binary_before("migrations/0015_run_listing.sql")
+
+
+def test_runs_in_flight_are_listed_across_the_run_listing_migration(
+        services, db, webhook, before_run_listing):
+    """The build before migrations/0015_run_listing.sql (lists read run's own
+    indexes) leaves runs ended, failed, in a group, waiting out a delay and
+    with a call in flight, and is killed; the new binary lists every one of
+    them in the order it did, with and without filters, page by page, then
+    the runs it creates itself (one by one, in a batch and in a group) on top,
+    and finishes the old ones."""
+    env = dict(HOOKFLOW_LEASE_MS=LEASE_MS, HOOKFLOW_API_TOKENS=TOKEN)
+    old = services.start(binary=before_run_listing, **env)
+    api = old.api
+    steps = Steps(default=lambda r: succeed(r.run_id))
+    steps.on("ls-held", lambda r: Hang(max_s=60) if r.attempt == 1 else succeed(r.run_id))
+    steps.on("ls-failed", lambda r: fail("no"))
+    steps.on("ls-delayed", lambda r: Reply(200, {"outcome": "continue", "delay_ms": TIMER_MS})
+             if r.step == 0 else succeed(r.run_id))
+    webhook.route("/steps", steps)
+    api.put_workflow("up-la", webhook.url("/steps"), timeout_ms=30000)
+    api.put_workflow("up-lb", webhook.url("/steps"), timeout_ms=30000)
+    for rid, wf in (("ls-a1", "up-la"), ("ls-b1", "up-lb"), ("ls-failed", "up-la")):
+        api.submit(wf, run_id=rid)
+        api.wait_terminal(rid)
+    assert put_group(api, "ls-g", "up-lb", [{"key": "m%d" % i} for i in range(3)]).status == 201
+    wait_group_terminal(api, "ls-g")
+    api.submit("up-lb", run_id="ls-delayed")
+    api.submit("up-la", run_id="ls-held")
+    held = webhook.wait_requests(1, run_id="ls-held")[0]
+    wait_until(lambda: api.run("ls-delayed")["status"] == "scheduled", message="ls-delayed scheduled")
+
+    def in_db_order(where=""):
+        return [r[0] for r in db.sql("SELECT run_id FROM run %s ORDER BY created_at DESC, "
+                                     "run_id DESC" % where)]
+
+    before = {q: _listed(api, q) for q in ("", "workflow=up-lb", "status=failed",
+                                           "status=succeeded,failed")}
+    assert before[""] == in_db_order() and len(before[""]) == 8, before[""]
+
+    assert old.kill() == -signal.SIGKILL
+    assert held.disconnected.wait(5), "the held call stayed open after the kill"
+    new = services.start(**env)
+    api = new.api
+    # The same answers from the new binary, and no run lost or listed twice.
+    for q, runs in before.items():
+        assert _listed(api, q) == runs, q
+    assert _listed(api, "status=scheduled") == ["ls-delayed"]
+    assert _listed(api, "workflow=up-la&status=running") == ["ls-held"]
+
+    # Runs the new binary creates come first: one, a batch (submitted at
+    # once, so the submitter inserts them together) and a group.
+    api.submit("up-la", run_id="ls-new")
+    threads = [threading.Thread(target=api.submit, args=("up-lb",), kwargs={"run_id": "ls-batch%d" % i})
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert put_group(api, "ls-g2", "up-la", [{"key": "m%d" % i} for i in range(2)]).status == 201
+    for rid in ("ls-held", "ls-delayed"):
+        assert api.wait_terminal(rid, timeout=30)["status"] == "succeeded"
+    wait_group_terminal(api, "ls-g2")
+    everything = _listed(api, "")
+    assert everything == in_db_order() and len(everything) == 8 + 1 + 6 + 2, everything
+    assert everything[len(everything) - 8:] == before[""]
+    assert _listed(api, "workflow=up-la") == in_db_order("WHERE workflow = 'up-la'")
+    assert _listed(api, "workflow=up-lb") == in_db_order("WHERE workflow = 'up-lb'")
+    assert_no_step_settled_twice(db, webhook, steps.answered())
+
+
+def _listed(api, query, limit=3):
+    """Every run id GET /v1/runs?<query> lists, following next_cursor over
+    pages of `limit`."""
+    out, cursor = [], None
+    while True:
+        params = dict(urllib.parse.parse_qsl(query))
+        params["limit"] = str(limit)
+        if cursor:
+            params["cursor"] = cursor
+        r = api.get("/v1/runs", params=params)
+        assert r.status == 200, r
+        out += [x["run_id"] for x in r.body["runs"]]
+        cursor = r.body["next_cursor"]
+        if cursor is None:
+            return out
