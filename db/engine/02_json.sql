@@ -9,7 +9,8 @@
 -- key order (by length, then bytes) and its ", " and ": " separators, strings
 -- escaped by to_json (the same escape_json as jsonb's output), embedded jsonb
 -- values as their ::text. GET /v1/runs passes this text through (its byte
--- cap counts it), and GET /v1/runs/{id} reads it. Built by concatenation,
+-- cap counts it), and GET /v1/runs/{id} and POST /v1/runs (hf_submit_many)
+-- answer it. Built by concatenation,
 -- which costs half of jsonb_build_object plus ::text (about 9 us against 20
 -- per run: no type lookup per argument, no key sort, no second
 -- serialisation). PL/pgSQL, so that its expression is planned once per
@@ -74,7 +75,7 @@ BEGIN
 END
 $$;
 
--- The run as jsonb (submissions, cancels): the same object as hf_run_text,
+-- The run as jsonb (cancels, completions): the same object as hf_run_text,
 -- built as jsonb, which costs less than parsing hf_run_text's text would.
 CREATE FUNCTION hf_run_json(r run) RETURNS jsonb
 LANGUAGE sql STABLE AS $$

@@ -158,15 +158,15 @@ $$;
 -- "priority", "max_attempts", "delay_ms" | "run_at", "callback_url", "kv",
 -- "concurrency_key", "trace" (hf_submit's p_trace)};
 -- absent keys are NULL. Returns, per item in order, hf_submit's outcome, the
--- run's JSON when it was created or is a duplicate (when it was skipped: the
--- JSON of its key's active run), and the item's run id and workflow (for
--- messages).
+-- run's JSON text (hf_run_text: the API answers it as it is) when it was
+-- created or is a duplicate (when it was skipped: the JSON of its key's
+-- active run), and the item's run id and workflow (for messages).
 --
 -- A batch of plain runs (no concurrency key, no kv effects, each run id once)
 -- is inserted with one statement, the outcomes hf_submit would give; any
 -- other batch goes through hf_submit item by item.
 CREATE FUNCTION hf_submit_many(p_items jsonb)
-RETURNS TABLE (outcome text, run_json jsonb, rid text, wf text)
+RETURNS TABLE (outcome text, run_json text, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 	SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off AS $$
 DECLARE
@@ -221,7 +221,7 @@ BEGIN
 		PERFORM hf_notify_due(t) FROM unnest(dues) t;
 		RETURN QUERY
 		SELECT o.outcome, CASE WHEN o.outcome IN ('created', 'duplicate')
-				       THEN hf_run_json(r) END,
+				       THEN hf_run_text(r) END,
 		       o.rid, o.wf
 		FROM (SELECT e.ord, e.item->>'run_id' AS rid, e.item->>'workflow' AS wf,
 			     CASE WHEN NOT EXISTS (SELECT 1 FROM workflow w
@@ -249,9 +249,9 @@ BEGIN
 			NULL, NULL, it->'trace');
 		run_json := NULL;
 		IF outcome IN ('created', 'duplicate') THEN
-			SELECT hf_run_json(r) INTO run_json FROM run r WHERE r.run_id = rid;
+			SELECT hf_run_text(r) INTO run_json FROM run r WHERE r.run_id = rid;
 		ELSIF outcome = 'skipped' THEN
-			SELECT hf_run_json(r) INTO run_json
+			SELECT hf_run_text(r) INTO run_json
 			FROM hf_key_active(wf, it->>'concurrency_key') r
 			ORDER BY r.created_at LIMIT 1;
 		END IF;

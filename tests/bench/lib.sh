@@ -491,7 +491,7 @@ throughput() {
 		-d "$(conninfo "$db")" -T "$RUN_TIMEOUT")
 	((bytes > 0)) && args+=(-b "$bytes")
 	((keys > 0)) && args+=(-k "$keys")
-	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]] && statements_reset "$db"
+	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = "${BENCH_PG_STATEMENTS_KEY:-s2}" ]] && statements_reset "$db"
 	checkpoint
 	local wal0
 	wal0=$(psql_db "$db" -c "SELECT pg_current_wal_lsn()")
@@ -521,7 +521,7 @@ throughput() {
 		counts=$(pgb_pool_counts "$db")
 		R[${key}_pgb_clients]=${counts% *} R[${key}_pgb_servers]=${counts#* }
 	fi
-	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = s2 ]]; then
+	if [[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = "${BENCH_PG_STATEMENTS_KEY:-s2}" ]]; then
 		statements_dump "$db" >"$out/pg_stat_statements.txt"
 		say "top statements in $out/pg_stat_statements.txt"
 	fi

@@ -315,7 +315,7 @@ def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcom
     _migrated_with_workflow(hookflow_bin, db, max_attempts=4, priority=7)
 
     def submit(items):
-        return db.sql("SELECT outcome, run_json->>'run_id', run_json->>'status', rid, wf "
+        return db.sql("SELECT outcome, run_json::jsonb->>'run_id', run_json::jsonb->>'status', rid, wf "
                       "FROM hf_submit_many('%s'::jsonb)" % json.dumps(items).replace("'", "''"))
 
     first = submit([{"run_id": "c", "workflow": "w", "input": 3, "input_hash": "03"},
