@@ -62,6 +62,9 @@
 #                            of the 10-step scenario to $BENCH_OUT/pg_stat_statements.txt,
 #                            and of the idle 10-step runs (latency scenario) to
 #                            latency_statements.txt (with BENCH_LATENCY: _base_K, _this_K)
+#   BENCH_PG_STATEMENTS_KEY=K  the scenario whose statements go to pg_stat_statements.txt
+#                            instead of the 10-step one (s2): s1 (1-step runs),
+#                            s7keys_1 (keys, BENCH_FLOW), ...
 #   BENCH_KEEP=1             keep the temp dir (logs, cluster) for inspection
 #   BENCH_OUT=DIR            where results.txt/results.env, the .dat files and
 #                            charts/ go (build/bench)
