@@ -6,7 +6,8 @@
 -- created_at DESC, run_id DESC), migrations/0001, index keys that never
 -- change; yet every claim and every settlement of a step is a non-HOT update
 -- of the wide run row, which adds an entry to each: 4 of the 11 index
--- entries a step wrote, about a fifth of PostgreSQL's time per step.
+-- entries a step wrote. Without them PostgreSQL's time per step of a 10-step
+-- run fell by 12% to 23% in alternated benchmarks.
 -- Here the same keys are written once per run, when it is created
 -- (hf_submit, hf_submit_many, hf_group_submit), and deleted with it
 -- (hf_delete_runs), as migrations/0012_run_key.sql did for keys.
