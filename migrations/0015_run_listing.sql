@@ -19,7 +19,9 @@
 -- - run_listing_workflow: the same with ?workflow.
 -- There is no index on run_id alone: a row is found by its (created_at,
 -- run_id), which hf_delete_runs has from the run it deletes, through
--- run_listing_all. Lists filtered by a status only few runs have (failed,
+-- run_listing_all. That index is unique (a run is listed once) and is the
+-- table's replica identity, so that a logical replication publication of
+-- every table can publish its deletes. Lists filtered by a status only few runs have (failed,
 -- cancelled: run_list_ended; the active ones: run_active_workflow) or by a
 -- group (run_by_group) read run through those indexes, as before.
 --
@@ -40,7 +42,8 @@ CREATE TABLE run_listing (
 INSERT INTO run_listing (run_id, workflow, created_at)
 SELECT run_id, workflow, created_at FROM run;
 
-CREATE INDEX run_listing_all ON run_listing (created_at DESC, run_id DESC);
+CREATE UNIQUE INDEX run_listing_all ON run_listing (created_at DESC, run_id DESC);
+ALTER TABLE run_listing REPLICA IDENTITY USING INDEX run_listing_all;
 CREATE INDEX run_listing_workflow ON run_listing (workflow, created_at DESC, run_id DESC);
 
 DROP INDEX run_list;

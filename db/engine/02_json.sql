@@ -10,14 +10,14 @@
 -- escaped by to_json (the same escape_json as jsonb's output), embedded jsonb
 -- values as their ::text. GET /v1/runs passes this text through (its byte
 -- cap counts it), and GET /v1/runs/{id} and POST /v1/runs (hf_submit_many)
--- answer it. Built by concatenation,
--- which costs half of jsonb_build_object plus ::text (about 9 us against 20
--- per run: no type lookup per argument, no key sort, no second
--- serialisation). PL/pgSQL, so that its expression is planned once per
--- session: inlined into the list's statement, which is planned at each call
--- (custom plans), it added more planning than it saved. A key added to a run
--- goes into both functions, here in jsonb's order: test_runs_read.py checks
--- that the two agree byte for byte on runs in every state.
+-- answer it. Built by concatenation, which costs half of jsonb_build_object
+-- plus ::text (about 9 us against 20 per run: no type lookup per argument, no
+-- key sort, no second serialisation). PL/pgSQL, so that its expression is
+-- planned once per session: inlined into the list's statement, which is
+-- planned at each call (custom plans), it added more planning than it saved.
+-- A key added to a run goes into both functions, here in jsonb's order:
+-- test_runs_read.py checks that the two agree byte for byte on runs in every
+-- state.
 CREATE FUNCTION hf_run_text(r run) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
