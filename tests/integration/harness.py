@@ -103,17 +103,17 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
 
 
-def tcp_sockets_to(pid, remote_port):
-    """The TCP sockets process `pid` holds open (has a descriptor for) whose
-    remote end is port `remote_port`, as a list of (local "ip:port", state
-    name). Read from procfs, no outside tool: the socket inodes behind
-    /proc/<pid>/fd/* ("socket:[inode]") are matched against the inode column
-    of /proc/<pid>/net/tcp and tcp6 (the process's network namespace). A
-    socket the process has closed is not counted, whatever its TCP state
-    (TIME_WAIT entries have inode 0 and belong to no one)."""
+def _socket_inodes(pid):
+    """The inodes of the sockets process `pid` has a descriptor for
+    ("socket:[inode]" behind /proc/<pid>/fd/*); an empty set when the process
+    is gone."""
     fd_dir = "/proc/%d/fd" % pid
     inodes = set()
-    for fd in os.listdir(fd_dir):
+    try:
+        fds = os.listdir(fd_dir)
+    except (FileNotFoundError, ProcessLookupError):
+        return inodes
+    for fd in fds:
         try:
             target = os.readlink(os.path.join(fd_dir, fd))
         except OSError:
@@ -121,7 +121,13 @@ def tcp_sockets_to(pid, remote_port):
         m = re.match(r"^socket:\[(\d+)\]$", target)
         if m:
             inodes.add(m.group(1))
-    out = []
+    return inodes
+
+
+def _tcp_rows(pid):
+    """(local, remote, state, inode) of every TCP socket of the network
+    namespace of process `pid`, addresses as procfs writes them (hex)."""
+    rows = []
     for table in ("tcp", "tcp6"):
         try:
             with open("/proc/%d/net/%s" % (pid, table)) as f:
@@ -130,10 +136,40 @@ def tcp_sockets_to(pid, remote_port):
             continue  # no IPv6 in this kernel
         for line in lines:
             cols = line.split()
-            local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
-            if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == remote_port:
-                out.append((_proc_addr(local), TCP_STATES.get(state, state)))
-    return out
+            rows.append((cols[1], cols[2], cols[3], cols[9]))
+    return rows
+
+
+def tcp_sockets_to(pid, remote_port):
+    """The TCP sockets process `pid` holds open (has a descriptor for) whose
+    remote end is port `remote_port`, as a list of (local "ip:port", state
+    name). Read from procfs, no outside tool: the socket inodes behind
+    /proc/<pid>/fd/* ("socket:[inode]") are matched against the inode column
+    of /proc/<pid>/net/tcp and tcp6 (the process's network namespace). A
+    socket the process has closed is not counted, whatever its TCP state
+    (TIME_WAIT entries have inode 0 and belong to no one)."""
+    inodes = _socket_inodes(pid)
+    return [(_proc_addr(local), TCP_STATES.get(state, state))
+            for local, remote, state, inode in _tcp_rows(pid)
+            if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == remote_port]
+
+
+def tcp_connections_between(pid, server_pids, remote_port):
+    """The established TCP connections process `pid` holds to port
+    `remote_port` whose other end a process of `server_pids` holds: a list of
+    local "ip:port". The other end of a connection is the socket whose local
+    and remote addresses are this one's the other way round; a connection to
+    another server that happens to listen on the same port number (another
+    address, or a port the kernel handed out again) is not counted."""
+    mine = _socket_inodes(pid)
+    theirs = set()
+    for p in server_pids:
+        theirs |= _socket_inodes(p)
+    rows = _tcp_rows(pid)
+    owner = {(local, remote): inode for local, remote, _, inode in rows}
+    return [_proc_addr(local) for local, remote, state, inode in rows
+            if inode in mine and state == "01" and int(remote.rsplit(":", 1)[1], 16) == remote_port
+            and owner.get((remote, local)) in theirs]
 
 
 def _proc_addr(hex_addr):
@@ -310,6 +346,28 @@ class Postgres:
     def is_ready(self):
         r = subprocess.run([os.path.join(PG_BIN, "pg_isready"), "-h", self.host, "-p", str(self.port), "-q"])
         return r.returncode == 0
+
+    def server_pids(self):
+        """The postmaster's pid (postmaster.pid's first line) and its
+        children's (its backends and helpers), read from procfs."""
+        try:
+            with open(os.path.join(self.data_dir, "postmaster.pid")) as f:
+                postmaster = int(f.readline())
+        except (FileNotFoundError, ValueError):
+            return []
+        pids = [postmaster]
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    stat = f.read()
+            except OSError:
+                continue  # gone meanwhile
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                pids.append(int(d))
+        return pids
 
     def destroy(self):
         try:
