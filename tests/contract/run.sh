@@ -24,7 +24,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${HOOKFLOW_BIN:-$root/build/hookflow}"
-pg_bin="${HOOKFLOW_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}"
+# shellcheck source=tests/lib/scratch_pg.sh
+. "$root/tests/lib/scratch_pg.sh"
 spec_yaml="$root/openapi/openapi.yaml"
 gen="$here/generated"
 started=$(date +%s)
@@ -35,7 +36,7 @@ die() { printf 'contract: %s\n' "$*" >&2; exit 1; }
 command -v node >/dev/null || die "node is not installed (Node 20 or later)"
 command -v npm >/dev/null || die "npm is not installed"
 [[ -x "$bin" ]] || die "service binary $bin missing: run make first"
-[[ -x "$pg_bin/initdb" ]] || die "no PostgreSQL server binaries in $pg_bin (make deps)"
+[[ -x "$SCRATCH_PG_BIN/initdb" ]] || die "no PostgreSQL server binaries in $SCRATCH_PG_BIN (make deps)"
 
 # ---- toolchain and document ------------------------------------------------
 
@@ -77,15 +78,6 @@ npx --no-install tsc -p tsconfig.json || die "tsc failed"
 tmp="$(mktemp -d /tmp/hookflow-contract.XXXXXX)"
 chmod 755 "$tmp"
 svc_pid=""
-pg_up=0
-pg_user=""
-if [[ "$(id -u)" -eq 0 ]]; then
-	pg_user=hookflow
-	id -u "$pg_user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user"
-	command -v runuser >/dev/null || die "runuser (util-linux) is needed when running as root"
-	chown "$pg_user" "$tmp"
-fi
-as_pg() { if [[ -n "$pg_user" ]]; then runuser -u "$pg_user" -- "$@"; else "$@"; fi; }
 
 stop_service() {
 	if [[ -n "$svc_pid" ]] && kill -0 "$svc_pid" 2>/dev/null; then
@@ -97,16 +89,9 @@ stop_service() {
 	svc_pid=""
 }
 
-stop_pg() {
-	if [[ "$pg_up" -eq 1 ]]; then
-		as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m fast -w stop >/dev/null 2>&1 || true
-		pg_up=0
-	fi
-}
-
 cleanup() {
 	stop_service
-	stop_pg
+	scratch_pg_stop
 	if [[ "${HF_CONTRACT_KEEP:-}" == 1 ]]; then
 		echo "contract: kept $tmp"
 	else
@@ -139,23 +124,8 @@ run_phase static static.test.js
 # ---- PostgreSQL --------------------------------------------------------------
 
 say "start PostgreSQL (initdb in $tmp)"
-pg_port=$((20000 + RANDOM % 30000))
-as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U hookflow -A trust -E UTF8 --no-sync >"$tmp/initdb.log" 2>&1 ||
-	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
-listen_addresses = ''
-port = $pg_port
-unix_socket_directories = '$tmp'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-max_connections = 50
-EOF
-as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/postgres.log" -w -t 60 start >/dev/null ||
-	{ cat "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
-pg_up=1
-as_pg "$pg_bin/createdb" -h "$tmp" -p "$pg_port" -U hookflow hookflow
-db_url="postgresql://hookflow@/hookflow?host=$tmp&port=$pg_port"
+scratch_pg_start "$tmp" || die "PostgreSQL did not start"
+db_url=$SCRATCH_PG_URL
 
 # ---- the service ---------------------------------------------------------------
 
@@ -205,7 +175,7 @@ export HF_API_TOKEN="$token" HF_READ_TOKEN="$read_token"
 run_phase auth auth.test.js
 
 say "stop PostgreSQL under the running service"
-stop_pg
+scratch_pg_stop
 run_phase dbdown dbdown.test.js
 stop_service
 

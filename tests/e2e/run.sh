@@ -43,14 +43,15 @@ cd "$top"
 
 bin=${HOOKFLOW_BIN:-$top/build/hookflow}
 browser=/usr/bin/chromium
-pgbin=/usr/lib/postgresql/15/bin
 out=$top/build/e2e
+# shellcheck source=tests/lib/scratch_pg.sh
+. "$top/tests/lib/scratch_pg.sh"
 
 say() { printf 'e2e: %s\n' "$*"; }
 die() { printf 'e2e: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$bin" ] || die "$bin is missing: build it with make (make e2e does)"
-[ -x "$pgbin/initdb" ] || die "no PostgreSQL 15 server binaries in $pgbin: run scripts/deps.sh"
+[ -x "$SCRATCH_PG_BIN/initdb" ] || die "no PostgreSQL 15 server binaries in $SCRATCH_PG_BIN: run scripts/deps.sh"
 for tool in node npm curl; do
 	command -v "$tool" >/dev/null 2>&1 || die "$tool is needed and missing"
 done
@@ -83,10 +84,8 @@ fi
 
 t0_ms=$(date +%s%3N)
 tmp=
-pg_started=0
 svc=
 svc_open=
-as_pg() { "$@"; }
 
 # Stops a hookflow started here (SIGTERM, then SIGKILL after 15 s).
 stop_hookflow() {
@@ -108,9 +107,7 @@ cleanup() {
 	trap - EXIT INT TERM HUP
 	stop_hookflow "$svc"
 	stop_hookflow "$svc_open"
-	if [ "$pg_started" = 1 ]; then
-		as_pg "$pgbin/pg_ctl" stop --pgdata="$tmp/pgdata" --mode=immediate --wait >/dev/null 2>&1 || true
-	fi
+	scratch_pg_stop
 	if [ -n "$tmp" ] && [ -d "$tmp" ]; then
 		if [ "$rc" -ne 0 ]; then
 			if [ -s "$tmp/hookflow.log" ]; then
@@ -138,67 +135,18 @@ trap 'exit 129' HUP
 tmp=$(mktemp -d /tmp/hookflow-e2e.XXXXXX)
 chmod 755 "$tmp"
 
-# A TCP port nobody listens on, at random in 20000..32767: below the kernel's
-# ephemeral range (32768..60999 on Debian), where an outgoing connection of any
-# process could hold the port by the time hookflow binds it.
-free_port() {
-	local p _
-	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 12768))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # --- 2. PostgreSQL ------------------------------------------------------------------
 
-if [ "$(id -u)" -eq 0 ]; then
-	pguser=hookflow
-	if ! getent passwd "$pguser" >/dev/null; then
-		say "creating the system user $pguser (PostgreSQL refuses to run as root)"
-		useradd --system --no-create-home --shell /usr/sbin/nologin "$pguser"
-	fi
-	as_pg() { (cd / && runuser -u "$pguser" -- "$@"); }
-else
-	pguser=$(id -un)
-fi
-mkdir -m 700 "$tmp/pgdata" "$tmp/sock"
-[ "$(id -u)" -eq 0 ] && chown "$pguser" "$tmp/pgdata" "$tmp/sock"
-
-as_pg "$pgbin/initdb" --pgdata="$tmp/pgdata" --username="$pguser" --auth=trust \
-	--encoding=UTF8 --no-locale --no-instructions >"$tmp/initdb.log" 2>&1 ||
-	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
-pgport=$(free_port) || die "no free port for PostgreSQL"
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
-
-# tests/e2e/run.sh: a throwaway cluster, reachable only through its socket
-listen_addresses = ''
-port = $pgport
-unix_socket_directories = '$tmp/sock'
-unix_socket_permissions = 0700
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-EOF
-: >"$tmp/postgres.log"
-[ "$(id -u)" -eq 0 ] && chown "$pguser" "$tmp/postgres.log"
-pg_started=1
-as_pg "$pgbin/pg_ctl" start --pgdata="$tmp/pgdata" --log="$tmp/postgres.log" --wait \
-	--timeout=60 --silent || die "PostgreSQL did not start"
-as_pg "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$pgport" -U "$pguser" \
-	-d postgres -c 'CREATE DATABASE hookflow' >/dev/null
-say "PostgreSQL on $tmp/sock port $pgport"
+scratch_pg_start "$tmp" || die "PostgreSQL did not start"
+say "PostgreSQL on $SCRATCH_PG_SOCK port $SCRATCH_PG_PORT"
 
 # --- 3. hookflow ---------------------------------------------------------------------
 
 # Two instances on the same database: one with API tokens (an admin token and
 # a read-only one), and one without tokens, where only its own loopback host
 # and origin are served.
-db_url="host=$tmp/sock port=$pgport user=$pguser dbname=hookflow"
-port=$(free_port) || die "no free port for hookflow"
+db_url=$SCRATCH_PG_URL
+port=$(scratch_free_port) || die "no free port for hookflow"
 token="e2e-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 read_token="e2e-read-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 base="http://127.0.0.1:$port"
@@ -209,8 +157,8 @@ HOOKFLOW_DATABASE_URL="$db_url" \
 	HOOKFLOW_LOG_LEVEL=info \
 	"$bin" serve >"$tmp/hookflow.log" 2>&1 &
 svc=$!
-open_port=$(free_port) || die "no free port for the second hookflow"
-while [ "$open_port" = "$port" ]; do open_port=$(free_port) || die "no free port"; done
+open_port=$(scratch_free_port) || die "no free port for the second hookflow"
+while [ "$open_port" = "$port" ]; do open_port=$(scratch_free_port) || die "no free port"; done
 HOOKFLOW_DATABASE_URL="$db_url" \
 	HOOKFLOW_LISTEN="127.0.0.1:$open_port" \
 	HOOKFLOW_LOG_LEVEL=info \

@@ -19,7 +19,8 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top"
 bin=${HOOKFLOW_BIN:-$top/build/hookflow}
-pgbin=${HOOKFLOW_TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
+# shellcheck source=tests/lib/scratch_pg.sh
+. "$top/tests/lib/scratch_pg.sh"
 suites=${SDK_TESTS:-typescript python}
 ts=$top/sdk/typescript
 py=/usr/bin/python3
@@ -30,7 +31,7 @@ say() { printf '== sdk [%3ds]: %s\n' "$(($(date +%s) - t0))" "$*"; }
 die() { printf 'sdk: FAIL: %s\n' "$*" >&2; exit 1; }
 
 [ -x "$bin" ] || die "$bin is missing: run make first"
-[ -x "$pgbin/initdb" ] || die "no PostgreSQL server binaries in $pgbin (make deps)"
+[ -x "$SCRATCH_PG_BIN/initdb" ] || die "no PostgreSQL server binaries in $SCRATCH_PG_BIN (make deps)"
 { command -v node && command -v npm; } >/dev/null || die "node and npm are needed (Node 20 or later)"
 "$py" -c 'import pytest' 2>/dev/null || die "pytest is needed (python3-pytest)"
 
@@ -57,16 +58,6 @@ cd "$top"
 tmp=$(mktemp -d /tmp/hookflow-sdk.XXXXXX)
 chmod 755 "$tmp"
 svc_pid=""
-pg_started=0
-if [ "$(id -u)" -eq 0 ]; then
-	pguser=hookflow
-	getent passwd "$pguser" >/dev/null ||
-		useradd --system --no-create-home --user-group --shell /usr/sbin/nologin "$pguser"
-	as_pg() { (cd / && runuser -u "$pguser" -- "$@"); }
-else
-	pguser=$(id -un)
-	as_pg() { (cd / && "$@"); }
-fi
 
 cleanup() {
 	local rc=$?
@@ -74,9 +65,7 @@ cleanup() {
 		kill -TERM "$svc_pid" 2>/dev/null || true
 		wait "$svc_pid" 2>/dev/null || true
 	fi
-	if [ "$pg_started" = 1 ]; then
-		as_pg "$pgbin/pg_ctl" stop -D "$tmp/pgdata" -m fast -w >/dev/null 2>&1 || true
-	fi
+	scratch_pg_stop
 	if [ "$rc" -ne 0 ] && [ -f "$tmp/hookflow.log" ]; then
 		echo "---- last lines of hookflow.log" >&2
 		tail -n 40 "$tmp/hookflow.log" >&2
@@ -88,28 +77,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() {
-	"$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-pgport=$(free_port)
-mkdir -m 700 "$tmp/pgdata" "$tmp/sock"
-[ "$(id -u)" -eq 0 ] && chown "$pguser:" "$tmp/pgdata" "$tmp/sock"
-as_pg "$pgbin/initdb" -D "$tmp/pgdata" -U "$pguser" --auth=trust --encoding=UTF8 --no-locale \
-	>"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; die "initdb failed"; }
-touch "$tmp/postgres.log"
-[ "$(id -u)" -eq 0 ] && chown "$pguser:" "$tmp/postgres.log"
-pg_started=1
-as_pg "$pgbin/pg_ctl" start -D "$tmp/pgdata" -l "$tmp/postgres.log" -w -t 60 -s \
-	-o "-c listen_addresses='' -p $pgport -k $tmp/sock -c fsync=off -c synchronous_commit=off" ||
-	{ cat "$tmp/postgres.log" >&2; die "PostgreSQL did not start"; }
-"$pgbin/psql" -X -q -h "$tmp/sock" -p "$pgport" -U "$pguser" -d postgres -c 'CREATE DATABASE hookflow'
+scratch_pg_start "$tmp" || die "PostgreSQL did not start"
 
 token=sdk-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 read_token=sdk-read-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 for _try in 1 2 3; do
-	hfport=$(free_port)
-	HOOKFLOW_DATABASE_URL="postgresql://$pguser@/hookflow?host=$tmp/sock&port=$pgport" \
+	hfport=$(scratch_free_port)
+	HOOKFLOW_DATABASE_URL="$SCRATCH_PG_URL" \
 		HOOKFLOW_LISTEN=127.0.0.1:$hfport HOOKFLOW_API_TOKENS="$token,read:$read_token" \
 		HOOKFLOW_SHUTDOWN_GRACE_MS=1000 HOOKFLOW_LOG_LEVEL=info \
 		"$bin" serve >"$tmp/hookflow.log" 2>&1 &
