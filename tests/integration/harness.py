@@ -105,15 +105,10 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
 
 def _socket_inodes(pid):
     """The inodes of the sockets process `pid` has a descriptor for
-    ("socket:[inode]" behind /proc/<pid>/fd/*); an empty set when the process
-    is gone."""
+    ("socket:[inode]" behind /proc/<pid>/fd/*)."""
     fd_dir = "/proc/%d/fd" % pid
     inodes = set()
-    try:
-        fds = os.listdir(fd_dir)
-    except (FileNotFoundError, ProcessLookupError):
-        return inodes
-    for fd in fds:
+    for fd in os.listdir(fd_dir):
         try:
             target = os.readlink(os.path.join(fd_dir, fd))
         except OSError:
@@ -164,7 +159,10 @@ def tcp_connections_between(pid, server_pids, remote_port):
     mine = _socket_inodes(pid)
     theirs = set()
     for p in server_pids:
-        theirs |= _socket_inodes(p)
+        try:
+            theirs |= _socket_inodes(p)
+        except FileNotFoundError:
+            continue  # a backend that exited meanwhile
     rows = _tcp_rows(pid)
     owner = {(local, remote): inode for local, remote, _, inode in rows}
     return [_proc_addr(local) for local, remote, state, inode in rows

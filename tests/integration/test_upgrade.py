@@ -44,7 +44,7 @@ import pytest
 
 from harness import Api, Hang, Reply, cont, fail, iso_to_epoch, sql_quote, succeed, wait_until
 from helpers_issue3 import kv_item, signal_outcome, wait_signal
-from helpers_issue4 import (counts, dead_letter_list, get_group, member_run_id, put_group, q,
+from helpers_issue4 import (counts, dead_letter_list, get_group, list_pages, member_run_id, put_group, q,
                             wait_group_terminal)
 from releases import ReleaseError, binary_before, release_binary
 
@@ -699,15 +699,6 @@ def test_runs_in_flight_are_listed_across_the_run_listing_migration(
 def _listed(api, query, limit=3):
     """Every run id GET /v1/runs?<query> lists, following next_cursor over
     pages of `limit`."""
-    out, cursor = [], None
-    while True:
-        params = dict(urllib.parse.parse_qsl(query))
-        params["limit"] = str(limit)
-        if cursor:
-            params["cursor"] = cursor
-        r = api.get("/v1/runs", params=params)
-        assert r.status == 200, r
-        out += [x["run_id"] for x in r.body["runs"]]
-        cursor = r.body["next_cursor"]
-        if cursor is None:
-            return out
+    pages = list_pages(api, "/v1/runs", "runs", limit=str(limit),
+                       **dict(urllib.parse.parse_qsl(query)))
+    return [x["run_id"] for page in pages for x in page]
