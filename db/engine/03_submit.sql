@@ -162,9 +162,10 @@ $$;
 -- created or is a duplicate (when it was skipped: the JSON of its key's
 -- active run), and the item's run id and workflow (for messages).
 --
--- A batch of plain runs (no concurrency key, no kv effects, each run id once)
--- is inserted with one statement, the outcomes hf_submit would give; any
--- other batch goes through hf_submit item by item.
+-- A batch of plain runs (no kv effects, each run id once, a concurrency key
+-- only where its workflow's key_mode is queue) is inserted with one
+-- statement, the outcomes hf_submit would give; any other batch goes through
+-- hf_submit item by item.
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json text, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -174,13 +175,16 @@ DECLARE
 	created text[];
 	dues timestamptz[];      -- the created runs' due times, now() for those due
 BEGIN
-	IF NOT jsonb_path_exists(p_items, '$[*] ? (@.concurrency_key != null || @.kv != null)')
+	IF NOT jsonb_path_exists(p_items, '$[*] ? (@.kv != null)')
 	   AND (SELECT count(DISTINCT e->>'run_id') FROM jsonb_array_elements(p_items) e)
-	       = jsonb_array_length(p_items) THEN
+	       = jsonb_array_length(p_items)
+	   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) e
+			   JOIN workflow w ON w.name = e->>'workflow'
+			   WHERE e->>'concurrency_key' IS NOT NULL AND w.key_mode <> 'queue') THEN
 		-- What hf_submit does for each, at once: the workflows held against
-		-- a delete, the runs inserted (a run id that exists is left alone),
-		-- the claimers woken for the runs due now and the timers told of
-		-- the others.
+		-- a delete, the runs inserted (a run id that exists is left alone)
+		-- with their list rows and, keyed, their run_key rows, the claimers
+		-- woken for the runs due now and the timers told of the others.
 		PERFORM 1 FROM workflow w
 		WHERE w.name IN (SELECT e->>'workflow' FROM jsonb_array_elements(p_items) e)
 		FOR KEY SHARE;
@@ -202,7 +206,7 @@ BEGIN
 			       coalesce((x.item->>'max_attempts')::integer, w.max_attempts),
 			       x.item->>'callback_url',
 			       CASE WHEN x.due <= now() THEN nextval('hf_seq') END, x.due, NULL, NULL,
-			       NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL,
+			       x.item->>'concurrency_key', NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL,
 			       coalesce((x.item->'trace'->>'trace_id')::uuid, gen_random_uuid()),
 			       CASE WHEN x.item->'trace'->>'trace_id' IS NOT NULL
 				    THEN x.item->'trace'->>'parent_span_id' END,
@@ -212,10 +216,15 @@ BEGIN
 			FROM x JOIN workflow w ON w.name = x.item->>'workflow'
 			ORDER BY x.ord
 			ON CONFLICT (run_id) DO NOTHING
-			RETURNING run.run_id, run.workflow, run.created_at, run.next_at),
+			RETURNING run.run_id, run.workflow, run.created_at, run.next_at,
+				  run.concurrency_key),
 		listed AS (
 			INSERT INTO run_listing (run_id, workflow, created_at)
-			SELECT ins.run_id, ins.workflow, ins.created_at FROM ins)
+			SELECT ins.run_id, ins.workflow, ins.created_at FROM ins),
+		keyed AS (
+			INSERT INTO run_key (run_id, workflow, concurrency_key, created_at, active)
+			SELECT ins.run_id, ins.workflow, ins.concurrency_key, ins.created_at, true
+			FROM ins WHERE ins.concurrency_key IS NOT NULL)
 		SELECT array_agg(ins.run_id), array_agg(DISTINCT greatest(ins.next_at, now()))
 		INTO created, dues FROM ins;
 		PERFORM hf_notify_due(t) FROM unnest(dues) t;

@@ -233,6 +233,10 @@ DECLARE
 	buf_free integer[];      -- their key's free slots (NULL: no key limit)
 	bi integer := 1;
 	bsize integer;
+	walked bigint;           -- pending entries the walk read
+	add_k text[];            -- lanes visited at once after lane lk
+	add_f integer[];         -- (their keys and free slots)
+	last_n bigint;           -- the last of them in the buffer
 	sw text;                 -- where the next batch of lanes starts
 	sk text;
 	wf workflow;
@@ -325,20 +329,37 @@ BEGIN
 				ORDER BY r.workflow LIMIT 1;
 				sk := '';
 			END IF;
-			WITH RECURSIVE s(w, k, n) AS (
-				(SELECT r.workflow, coalesce(r.concurrency_key, ''), 1 FROM run r
-				 WHERE r.status = 'pending' AND r.priority = lvl
-				   AND (r.workflow, coalesce(r.concurrency_key, '')) >= (sw, sk)
-				 ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1)
-				UNION ALL
-				SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
-					SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
-					WHERE r.status = 'pending' AND r.priority = lvl
-					  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
-					ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
-				WHERE s.n < bsize)
-			SELECT coalesce(array_agg(s.w ORDER BY s.n), '{}'),
-			       coalesce(array_agg(s.k ORDER BY s.n), '{}') INTO buf_w, buf_k FROM s;
+			-- Most lanes hold a run or two: one walk of the next 2 x bsize
+			-- entries finds their lanes. When it ends inside a deep lane,
+			-- short of bsize lanes, the rest are found from there by a skip
+			-- scan of run_claim_lane (an index probe per lane).
+			SELECT coalesce(array_agg(l.w ORDER BY l.w, l.k), '{}'),
+			       coalesce(array_agg(l.k ORDER BY l.w, l.k), '{}'), coalesce(sum(l.c), 0)
+			INTO buf_w, buf_k, walked
+			FROM (SELECT e.w, e.k, count(*) AS c FROM (
+				SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k FROM run r
+				WHERE r.status = 'pending' AND r.priority = lvl
+				  AND (r.workflow, coalesce(r.concurrency_key, '')) >= (sw, sk)
+				ORDER BY r.workflow, coalesce(r.concurrency_key, ''), r.seq
+				LIMIT 2 * bsize) e GROUP BY e.w, e.k) l;
+			IF walked = 2 * bsize AND cardinality(buf_w) < bsize THEN
+				WITH RECURSIVE s(w, k, n) AS (
+					SELECT buf_w[cardinality(buf_w)], buf_k[cardinality(buf_w)],
+					       cardinality(buf_w)
+					UNION ALL
+					SELECT x.w, x.k, s.n + 1 FROM s CROSS JOIN LATERAL (
+						SELECT r.workflow AS w, coalesce(r.concurrency_key, '') AS k
+						FROM run r
+						WHERE r.status = 'pending' AND r.priority = lvl
+						  AND (r.workflow, coalesce(r.concurrency_key, '')) > (s.w, s.k)
+						ORDER BY r.workflow, coalesce(r.concurrency_key, '') LIMIT 1) x
+					WHERE s.n < bsize)
+				SELECT buf_w || coalesce(array_agg(s.w ORDER BY s.n) FILTER (WHERE s.n > cardinality(buf_w)), '{}'),
+				       buf_k || coalesce(array_agg(s.k ORDER BY s.n) FILTER (WHERE s.n > cardinality(buf_w)), '{}')
+				INTO buf_w, buf_k FROM s;
+			END IF;
+			buf_w := buf_w[1:bsize];
+			buf_k := buf_k[1:bsize];
 			bi := CASE WHEN NOT skip_wf AND buf_w[1] = cw AND buf_k[1] = ck THEN 2 ELSE 1 END;
 			-- The key limit of each lane, and the key's advisory lock where
 			-- there is one (a lane whose key another transaction holds gets
@@ -469,12 +490,40 @@ BEGIN
 				CONTINUE;
 			END IF;
 		END IF;
-		lane_p := lane_p || lvl;
-		lane_w := lane_w || lw;
-		lane_k := lane_k || lk;
-		lane_room := lane_room || key_free;
-		lane_rate := lane_rate || r_i;
-		lane_ep := lane_ep || e_i;
+		add_k := '{}';
+		add_f := '{}';
+		IF r_i IS NULL AND e_i IS NULL AND array_position(caps, lw) IS NULL THEN
+			-- Nothing but a key limit holds this workflow's lanes back: the
+			-- buffered lanes after this one of the same workflow are visited
+			-- at once, as the loop would visit them one by one (within the
+			-- lap and the visit's bounds; a key at its limit is visited and
+			-- passed over; the visit ends at the lane that fills it).
+			SELECT coalesce(array_agg(x.k ORDER BY x.n) FILTER (WHERE x.f IS DISTINCT FROM 0), '{}'),
+			       coalesce(array_agg(x.f ORDER BY x.n) FILTER (WHERE x.f IS DISTINCT FROM 0), '{}'),
+			       max(x.n)
+			INTO add_k, add_f, last_n
+			FROM (SELECT t.n, t.k, t.f,
+				     count(*) FILTER (WHERE t.f IS DISTINCT FROM 0)
+					OVER (ORDER BY t.n ROWS UNBOUNDED PRECEDING)
+				     - (t.f IS DISTINCT FROM 0)::integer AS before
+			      FROM unnest(buf_w, buf_k, buf_free) WITH ORDINALITY AS t(w, k, f, n)
+			      WHERE t.n >= bi AND t.n < bi + 4 * p_limit + 16 - probes AND t.w = lw
+				AND NOT (lap_w IS NOT NULL AND wrapped AND (t.w, t.k) > (lap_w, lap_k))) x
+			WHERE x.before < p_limit - cardinality(lane_p) - 1;
+			IF last_n IS NOT NULL THEN
+				probes := probes + last_n - bi + 1;
+				bi := last_n + 1;
+				cw := buf_w[last_n];
+				ck := buf_k[last_n];
+				vis_k := ck;
+			END IF;
+		END IF;
+		lane_p := lane_p || array_fill(lvl, ARRAY[1 + cardinality(add_k)]);
+		lane_w := lane_w || array_fill(lw, ARRAY[1 + cardinality(add_k)]);
+		lane_k := lane_k || lk || add_k;
+		lane_room := lane_room || key_free || add_f;
+		lane_rate := lane_rate || array_fill(r_i, ARRAY[1 + cardinality(add_k)]);
+		lane_ep := lane_ep || array_fill(e_i, ARRAY[1 + cardinality(add_k)]);
 	END LOOP;
 
 	-- Share the batch among the lanes in visiting order, within their key's

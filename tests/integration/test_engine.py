@@ -308,6 +308,89 @@ def test_a_claim_takes_one_lanes_runs_oldest_first_and_visits_the_lanes_when_mor
     assert db.scalar(claim % 5) == "lane"
 
 
+def test_the_lane_visit_goes_on_from_the_cursor_passes_over_full_keys_and_keeps_its_bounds(
+        hookflow_bin, db):
+    """The lane visit (hf_claim_lanes; README "Flow control") of lanes that
+    only a key limit holds back, one run each: it goes on after the cursor's
+    lane, passes over a key at its limit (visited, nothing taken), stops at
+    the lane that fills the batch, crosses into the next workflow, wraps and
+    ends its lap with the cursor's lane, and visits at most 4 x limit + 16
+    lanes. Lanes of one workflow are visited a buffer at a time; each bound
+    is checked where it cuts such a run of lanes."""
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=3, priority=0)
+    db.sql("UPDATE workflow SET key_concurrency = 1; "
+           "INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+           "backoff_max_ms, key_concurrency) SELECT 'x', url, timeout_ms, max_attempts, priority, "
+           "backoff_base_ms, backoff_max_ms, 1 FROM workflow WHERE name = 'w'")
+
+    def pending(workflow, keys):
+        db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+               "max_attempts, seq, concurrency_key) SELECT '%s-' || k, '%s', 'pending', "
+               "'j%s-' || k, '\\x00', 0, 3, nextval('hf_seq'), k FROM unnest('{%s}'::text[]) k"
+               % (workflow, workflow, workflow, ",".join(keys)))
+
+    def held(workflow, keys):
+        """a run of each key holding its slot: the key is at its limit"""
+        db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+               "max_attempts, attempt, concurrency_key, holds_key_slot, lease_owner, claim_token, "
+               "lease_expires_at) SELECT '%s-held-' || k, '%s', 'running', 'j%s-held-' || k, "
+               "'\\x00', 0, 3, 1, k, true, 'other', 1, now() + interval '1 hour' "
+               "FROM unnest('{%s}'::text[]) k" % (workflow, workflow, workflow, ",".join(keys)))
+
+    def claim(limit, workflow, key):
+        """the runs taken, in run id order, and the lane the claim stopped at"""
+        rows = db.sql("SELECT kind, run_id, workflow, concurrency_key FROM hf_claim('test-owner', "
+                      "%d, 60000, '{\"priority\": 0, \"workflow\": \"%s\", \"key\": \"%s\"}')"
+                      % (limit, workflow, key))
+        taken = sorted(r[1] for r in rows if r[0] == "step")
+        lanes = ["%s/%s" % (r[2], r[3]) for r in rows if r[0] == "lane"]
+        return taken, lanes
+
+    keys = ["k%02d" % g for g in range(1, 31)]
+    pending("w", keys)
+    pending("x", keys[:3])
+    held("w", ["k07"])
+    # from the cursor on; k07 at its limit is passed over; k09 fills the batch
+    assert claim(3, "w", "k05") == (["w-k06", "w-k08", "w-k09"], ["w/k09"])
+    # on into the next workflow's lanes
+    assert claim(3, "w", "k29") == (["w-k30", "x-k01", "x-k02"], ["x/k02"])
+    # the rest of the lap: after x/k02, wrapped, up to the cursor's lane (gone:
+    # its run was taken), so the last lane visited is w/k29 (w/k06, w/k08,
+    # w/k09 and w/k30 were taken above, w/k07 is at its limit)
+    assert claim(100, "x", "k02") == (
+        sorted(["x-k03"] + ["w-k%02d" % g for g in range(1, 30) if g not in (6, 7, 8, 9)]),
+        ["w/k29"])
+    # a lap that ends at the cursor's own lane, mid-workflow
+    pending("w", ["k40", "k41", "k42"])
+    assert claim(100, "w", "k41") == (["w-k40", "w-k41", "w-k42"], ["w/k41"])
+
+    # a deep lane: the walk of the next entries ends inside it, and the lanes
+    # after it are found from there (an index probe each)
+    db.sql("DELETE FROM run")
+    db.sql("INSERT INTO run (run_id, workflow, status, job_id, input_hash, priority, "
+           "max_attempts, seq, concurrency_key) SELECT 'w-deep-' || lpad(g::text, 3, '0'), 'w', "
+           "'pending', 'jdeep' || g, '\\x00', 0, 3, nextval('hf_seq'), 'k01' "
+           "FROM generate_series(1, 200) g")
+    pending("w", ["k02", "k03", "k04"])
+    assert claim(3, "x", "k99") == (["w-deep-001", "w-k02", "w-k03"], ["w/k03"])
+
+    # at most 4 x 1 + 16 = 20 lanes visited by a claim of one run
+    db.sql("DELETE FROM run")
+    pending("w", keys)
+    held("w", keys[:25])
+    assert claim(1, "x", "k99") == ([], ["w/k20"])
+    assert claim(1, "w", "k20") == (["w-k26"], ["w/k26"])
+    # the same bound inside a buffer of lanes visited at once: 4 x 64 + 16 =
+    # 272 lanes, and only k001, k260 and k290 may run
+    db.sql("DELETE FROM run")
+    keys = ["k%03d" % g for g in range(1, 301)]
+    pending("w", keys)
+    held("w", [k for k in keys if k not in ("k001", "k260", "k290")])
+    assert claim(64, "x", "k99") == (["w-k001", "w-k260"], ["w/k272"])
+    # on from there: k273 to k300, then wrapped (k001 taken) k002 to k245
+    assert claim(64, "w", "k272") == (["w-k290"], ["w/k245"])
+
+
 def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcome(hookflow_bin, db):
     """hf_submit_many inserts a batch of plain runs (no key, no kv effects,
     each run id once) with one statement: each item gets the outcome that
@@ -353,3 +436,44 @@ def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcom
                   "FROM run_listing l LEFT JOIN run r USING (run_id) ORDER BY 1") == \
         [["a", "t"], ["b", "t"], ["c", "t"], ["d", "t"]]
     assert rows["a"][9] != rows["c"][9]
+
+
+def test_a_batch_with_keys_of_queue_workflows_is_inserted_at_once_and_others_one_by_one(
+        hookflow_bin, db):
+    """A batch whose keyed runs are all of workflows with key_mode queue is
+    inserted at once too: each run carries its key and has its run_key row,
+    as hf_submit writes them (the key_modes skip, cancel_active and debounce
+    find a key's active runs through it). A batch with a key of a workflow
+    in another mode goes through hf_submit, which decides it: skipped."""
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=4, priority=7)
+    db.sql("INSERT INTO workflow (name, url, timeout_ms, max_attempts, priority, backoff_base_ms, "
+           "backoff_max_ms, key_mode) SELECT 's', url, timeout_ms, max_attempts, priority, "
+           "backoff_base_ms, backoff_max_ms, 'skip' FROM workflow WHERE name = 'w'")
+
+    def submit(items):
+        return db.sql("SELECT outcome, run_json::jsonb->>'run_id', "
+                      "coalesce(run_json::jsonb->>'concurrency_key', '-') "
+                      "FROM hf_submit_many('%s'::jsonb)" % json.dumps(items).replace("'", "''"))
+
+    assert submit([{"run_id": "a", "workflow": "w", "input": 1, "input_hash": "01",
+                    "concurrency_key": "k1"},
+                   {"run_id": "b", "workflow": "w", "input": 2, "input_hash": "02"},
+                   {"run_id": "c", "workflow": "w", "input": 3, "input_hash": "03",
+                    "concurrency_key": "k1", "delay_ms": 60000},
+                   {"run_id": "a0", "workflow": "none", "input": 4, "input_hash": "04",
+                    "concurrency_key": "k1"}]) == \
+        [["created", "a", "k1"], ["created", "b", "-"], ["created", "c", "k1"],
+         ["workflow_not_found", "", "-"]]
+    assert db.sql("SELECT k.run_id, k.workflow, k.concurrency_key, k.active, "
+                  "k.created_at = r.created_at FROM run_key k JOIN run r USING (run_id) "
+                  "ORDER BY 1") == [["a", "w", "k1", "t", "t"], ["c", "w", "k1", "t", "t"]]
+    # a duplicate in a keyed batch writes nothing more
+    assert submit([{"run_id": "a", "workflow": "w", "input": 1, "input_hash": "01",
+                    "concurrency_key": "k1"}]) == [["duplicate", "a", "k1"]]
+    assert db.scalar("SELECT count(*) FROM run_key") == "2"
+    # key_mode skip: the second run of the key is skipped, answered with the first
+    assert submit([{"run_id": "d", "workflow": "s", "input": 5, "input_hash": "05",
+                    "concurrency_key": "k2"},
+                   {"run_id": "e", "workflow": "s", "input": 6, "input_hash": "06",
+                    "concurrency_key": "k2"}]) == [["created", "d", "k2"], ["skipped", "d", "k2"]]
+    assert db.scalar("SELECT string_agg(run_id, ' ' ORDER BY run_id) FROM run") == "a b c d"
