@@ -136,8 +136,14 @@ BEGIN
 		RETURN QUERY
 		UPDATE run r SET status = 'running', attempt = r.attempt + 1, lease_owner = p_owner,
 			claim_token = token, claimed_at = leased,
-			lease_expires_at = leased + lease, holds_slot = (r.run_id = ANY (slot_ids)),
-			holds_key_slot = (r.run_id = ANY (key_ids)), seq = NULL, updated_at = now()
+			lease_expires_at = leased + lease,
+			-- (every run taken takes a slot, or none: the common cases,
+			-- without a search of the array for each row)
+			holds_slot = CASE cardinality(slot_ids) WHEN 0 THEN false
+				     WHEN cardinality(cand) THEN true ELSE r.run_id = ANY (slot_ids) END,
+			holds_key_slot = CASE cardinality(key_ids) WHEN 0 THEN false
+					 WHEN cardinality(cand) THEN true ELSE r.run_id = ANY (key_ids) END,
+			seq = NULL, updated_at = now()
 		FROM workflow w
 		WHERE r.run_id = ANY (cand) AND w.name = r.workflow
 		RETURNING 'step'::text, r.job_id, r.run_id, r.workflow, r.step, r.attempt,
