@@ -230,6 +230,7 @@ DECLARE
 	entering boolean := true;  -- the visit enters priority lvl
 	skip_wf boolean := false;
 	probes integer := 0;
+	max_probes integer := 4 * p_limit + 16;  -- the most lanes one visit sees
 	lw text;                 -- the lane being visited
 	lk text;
 	got_lane boolean;
@@ -294,7 +295,7 @@ BEGIN
 
 	-- Visit the lanes in turn from the cursor until p_limit lanes may run or
 	-- every lane was seen, visiting at most 4 x p_limit + 16 lanes.
-	WHILE lvl IS NOT NULL AND cardinality(lane_p) < p_limit AND probes < 4 * p_limit + 16 LOOP
+	WHILE lvl IS NOT NULL AND cardinality(lane_p) < p_limit AND probes < max_probes LOOP
 		IF entering THEN
 			-- A priority's lap goes on after the cursor when the cursor is
 			-- at that priority, wraps to the priority's start ('' sorts
@@ -513,7 +514,7 @@ BEGIN
 					OVER (ORDER BY t.n ROWS UNBOUNDED PRECEDING)
 				     - (t.f IS DISTINCT FROM 0)::integer AS before
 			      FROM unnest(buf_w, buf_k, buf_free) WITH ORDINALITY AS t(w, k, f, n)
-			      WHERE t.n >= bi AND t.n < bi + 4 * p_limit + 16 - probes AND t.w = lw
+			      WHERE t.n >= bi AND t.n < bi + max_probes - probes AND t.w = lw
 				AND NOT (lap_w IS NOT NULL AND wrapped AND (t.w, t.k) > (lap_w, lap_k))) x
 			WHERE x.before < p_limit - cardinality(lane_p) - 1;
 			IF last_n IS NOT NULL THEN

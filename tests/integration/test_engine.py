@@ -392,9 +392,10 @@ def test_the_lane_visit_goes_on_from_the_cursor_passes_over_full_keys_and_keeps_
 
 
 def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcome(hookflow_bin, db):
-    """hf_submit_many inserts a batch of plain runs (no key, no kv effects,
-    each run id once) with one statement: each item gets the outcome that
-    hf_submit gives it, in order, and the runs are what hf_submit makes."""
+    """hf_submit_many inserts a batch of plain runs (no kv effects, each run
+    id once; keyed ones: the test after this one) with one statement: each
+    item gets the outcome that hf_submit gives it, in order, and the runs are
+    what hf_submit makes."""
     _migrated_with_workflow(hookflow_bin, db, max_attempts=4, priority=7)
 
     def submit(items):
