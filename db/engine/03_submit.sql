@@ -165,7 +165,9 @@ $$;
 -- A batch of plain runs (no kv effects, each run id once, a concurrency key
 -- only where its workflow's key_mode is queue) is inserted with one
 -- statement, the outcomes hf_submit would give; any other batch goes through
--- hf_submit item by item.
+-- hf_submit item by item, and so does a batch of one run: hf_submit's
+-- one-row insert costs less than the batch's statement, most of whose cost
+-- is fixed (BENCHMARKS.md, "Issue 13: what the soak spends its CPU on").
 CREATE FUNCTION hf_submit_many(p_items jsonb)
 RETURNS TABLE (outcome text, run_json text, rid text, wf text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -175,7 +177,8 @@ DECLARE
 	created text[];
 	dues timestamptz[];      -- the created runs' due times, now() for those due
 BEGIN
-	IF NOT jsonb_path_exists(p_items, '$[*] ? (@.kv != null)')
+	IF jsonb_array_length(p_items) > 1
+	   AND NOT jsonb_path_exists(p_items, '$[*] ? (@.kv != null)')
 	   AND (SELECT count(DISTINCT e->>'run_id') FROM jsonb_array_elements(p_items) e)
 	       = jsonb_array_length(p_items)
 	   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) e

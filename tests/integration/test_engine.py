@@ -439,6 +439,56 @@ def test_a_batch_of_plain_submissions_is_inserted_at_once_with_each_items_outcom
     assert rows["a"][9] != rows["c"][9]
 
 
+def test_a_submission_of_one_run_goes_through_hf_submit_and_writes_what_a_batch_writes(
+        hookflow_bin, db):
+    """A batch of one run (a client's POST of one run, when nothing else is
+    queued) is submitted by hf_submit, whose one-row insert costs less than
+    the batch's statement (BENCHMARKS.md, "Issue 13: what the soak spends its
+    CPU on"); a batch of two takes the batch's statement. Each outcome, and
+    the run and list row written, are the ones the same item gets in a
+    batch."""
+    _migrated_with_workflow(hookflow_bin, db, max_attempts=4, priority=7)
+
+    def submit(items):
+        rows = db.sql("SET track_functions = 'pl'; "
+                      "SELECT outcome, run_json::jsonb->>'run_id', run_json::jsonb->>'status', rid, wf "
+                      "FROM hf_submit_many('%s'::jsonb); "
+                      "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+                      "WHERE funcname = 'hf_submit'" % json.dumps(items).replace("'", "''"))
+        return rows[:-1], int(rows[-1][0])
+
+    def item(rid, **kw):
+        it = {"run_id": rid, "workflow": "w", "input": {"x": 1}, "input_hash": "01",
+              "headers": {"h": "v"}, "priority": 2, "callback_url": "http://127.0.0.1:9/cb",
+              "trace": {"trace_id": "4bf92f35-77b3-4da6-a3ce-929d0e0e4736",
+                        "parent_span_id": "00f067aa0ba902b7", "tracestate": "k=v"}}
+        it.update(kw)
+        return it
+
+    assert submit([item("one")]) == ([["created", "one", "pending", "one", "w"]], 1)
+    assert submit([item("b1"), item("b2")]) == (
+        [["created", "b1", "pending", "b1", "w"], ["created", "b2", "pending", "b2", "w"]], 0)
+    assert submit([item("late", delay_ms=60000, headers=None, priority=None)]) == (
+        [["created", "late", "scheduled", "late", "w"]], 1)
+    assert submit([item("b3", delay_ms=60000, headers=None, priority=None), item("b4")])[0][0] == \
+        ["created", "b3", "scheduled", "b3", "w"]
+    assert submit([item("one")]) == ([["duplicate", "one", "pending", "one", "w"]], 1)
+    assert submit([item("one", input=2, input_hash="02")]) == ([["input_mismatch", "", "", "one", "w"]], 1)
+    assert submit([item("gone", workflow="none")]) == ([["workflow_not_found", "", "", "gone", "none"]], 1)
+
+    rows = {row[0]: row[1:] for row in db.sql(
+        "SELECT r.run_id, status, seq IS NOT NULL, priority, max_attempts, headers::text, callback_url, "
+        "input::text, next_at > now() + interval '50 s', waited_since IS NOT NULL, "
+        "trace_id::text, parent_span_id, tracestate, depth, l.created_at = r.created_at "
+        "FROM run r LEFT JOIN run_listing l USING (run_id) ORDER BY 1")}
+    assert rows["one"] == rows["b1"] == [
+        "pending", "t", "2", "4", '{"h": "v"}', "http://127.0.0.1:9/cb", '{"x": 1}', "f", "f",
+        "4bf92f35-77b3-4da6-a3ce-929d0e0e4736", "00f067aa0ba902b7", "k=v", "0", "t"], rows["one"]
+    assert rows["late"] == rows["b3"], (rows["late"], rows["b3"])
+    assert rows["late"][:5] == ["scheduled", "f", "7", "4", "null"], rows["late"]
+    assert "gone" not in rows
+
+
 def test_a_batch_with_keys_of_queue_workflows_is_inserted_at_once_and_others_one_by_one(
         hookflow_bin, db):
     """A batch whose keyed runs are all of workflows with key_mode queue is
