@@ -76,11 +76,12 @@ export PYTHONDONTWRITEBYTECODE=1
 # processes (default 3; each has its own PostgreSQL cluster), then the tests
 # marked `serial` (load- or time-sensitive) run alone. pytest's exit code 5
 # ("no tests collected", e.g. when -k selects nothing in one part) is not a
-# failure.
+# failure. -rs: the summary names every skipped test with its reason, so
+# that a log says what was not run and why.
 jobs="${HOOKFLOW_TEST_JOBS:-3}"
 run() {
 	local rc=0
-	"$py" -m pytest -q -p no:cacheprovider tests/integration "$@" || rc=$?
+	"$py" -m pytest -q -rs -p no:cacheprovider tests/integration "$@" || rc=$?
 	[[ $rc -eq 5 ]] && rc=0
 	return $rc
 }
