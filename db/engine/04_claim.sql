@@ -93,7 +93,11 @@ BEGIN
 	LIMIT 1;
 	IF NOT FOUND THEN
 		cand := '{}';
-	ELSIF hf_lane_free((SELECT w FROM workflow w WHERE w.name = one_w), one_k, p_room)
+	-- (The workflow's row as a column of a join, not as a subquery's value:
+	-- with a subquery for its argument hf_lane_free is not inlined, and its
+	-- body is planned again at every claim.)
+	ELSIF (SELECT hf_lane_free(w, one_k, p_room)
+	       FROM (SELECT) one LEFT JOIN workflow w ON w.name = one_w)
 	      -- A column at a time, each probe ordered as run_claim_lane is, so
 	      -- that it ends at the lane's first entry: a row comparison would
 	      -- not end the scan there, and would read every pending entry.
