@@ -232,7 +232,8 @@ bench-smoke: all
 # loop at 70% of the peak (measured first over 60,000 runs), with
 # HOOKFLOW_RETENTION_MS set so that old runs are deleted as new ones come;
 # compares the first and the last minute (throughput, p99, database size,
-# RSS) and draws build/bench/charts/soak.png.
+# RSS), records the machine's CPU and the checkpoints, and draws
+# build/bench/charts/soak.png.
 # Fails only on correctness. SOAK_SECONDS, SOAK_RATE: see the script.
 soak: deps all
 	@tests/bench/soak.sh

@@ -203,11 +203,11 @@ if (chart eq 'latency_dist') {
 
 # ---- the soak ---------------------------------------------------------------------
 if (chart eq 'soak') {
-	set terminal pngcairo size 1000,1300 enhanced font 'DejaVu Sans,12' linewidth 1.2
+	set terminal pngcairo size 1000,1600 enhanced font 'DejaVu Sans,12' linewidth 1.2
 	set output png
 	sub = exists("rate") ? sprintf("%g runs/s of %g steps, open loop", rate, exists("steps") ? steps : 10) : "open loop"
 	if (exists("retention_s")) { sub = sub . sprintf(", HOOKFLOW\\_RETENTION\\_MS = %g s", retention_s) }
-	set multiplot layout 4,1 title "Soak: a fixed submission rate with retention on\n{/*0.8 " . sub . "}" . st
+	set multiplot layout 5,1 title "Soak: a fixed submission rate with retention on\n{/*0.8 " . sub . "}" . st
 	set xlabel "time since the start, s"
 	set xrange [0:*]
 	set key top right
@@ -248,5 +248,12 @@ if (chart eq 'soak') {
 	set title "hookflow memory"
 	set ylabel "hookflow RSS, MiB"
 	plot data u 1:7 w lp ls 5 ps 0.8 t "VmRSS"
+
+	set title "The machine's CPU over each interval"
+	set ylabel "% of all cores"
+	set yrange [0:100]
+	set offsets 0, 0, 0, 0
+	plot data u 1:10 w lp ls 1 ps 0.8 t "busy", \
+	     '' u 1:11 w lp ls 2 ps 0.8 t "stolen by the hypervisor"
 	unset multiplot
 }

@@ -20,7 +20,10 @@
 #      pace; its latency runs from then to its finished_at in the database);
 #   4. every SOAK_INTERVAL (10) s samples: runs finished in the interval and
 #      their p50/p99 latency, the database size (pg_database_size) and
-#      hookflow's VmRSS;
+#      hookflow's VmRSS; and the machine's CPU over the interval (/proc/stat:
+#      busy and stolen, % of all cores), so that a slow interval can be told
+#      from a saturated machine; the checkpoints PostgreSQL logged during the
+#      soak are listed with the second they started at;
 #   5. compares the first minute with the last and prints a verdict table:
 #        throughput   last minute's runs/s within +-10% of the first's
 #        p99          last minute's p99 within +-10% of the first's
@@ -135,8 +138,30 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 	) &
 	stmt_pid=$!
 fi
+# The machine's CPU, one line per interval from the load's start: "T BUSY
+# STEAL", % of all cores' time (busy: neither idle nor waiting for I/O;
+# steal: taken by the hypervisor for other guests).
+(
+	nap=
+	trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+	read -r _ a0 a1 a2 a3 a4 a5 a6 a7 _ </proc/stat
+	for ((t = interval; ; t += interval)); do
+		sleep "$interval" &
+		nap=$!
+		wait "$nap"
+		read -r _ b0 b1 b2 b3 b4 b5 b6 b7 _ </proc/stat
+		awk -v t="$t" -v idle=$((b3 - a3 + b4 - a4)) -v steal=$((b7 - a7)) \
+			-v all=$((b0 - a0 + b1 - a1 + b2 - a2 + b3 - a3 + b4 - a4 + b5 - a5 + b6 - a6 + b7 - a7)) \
+			'BEGIN { if (all > 0) printf "%d %.1f %.1f\n", t, 100 * (all - idle - steal) / all, 100 * steal / all }'
+		read -r a0 a1 a2 a3 a4 a5 a6 a7 <<<"$b0 $b1 $b2 $b3 $b4 $b5 $b6 $b7"
+	done
+) >"$work/soak.cpu" &
+cpu_pid=$!
+soak_t0=$(date +%s)
 loadgen rate -u "127.0.0.1:$hf_port" -w "w$steps" -r "$rate" -s "$soak_s" -S "$steps" -c "$conns" \
 	-p soak -d "$(conninfo "$db")" -i "$interval" -P "$hf" -o "$work/soak.samples" -T "$drain" || rc=$?
+kill "$cpu_pid" 2>/dev/null || true
+wait "$cpu_pid" 2>/dev/null || true
 if [[ -n "$stmt_pid" ]]; then
 	kill "$stmt_pid" 2>/dev/null || true
 	wait "$stmt_pid" 2>/dev/null || true
@@ -176,6 +201,17 @@ w=${lg_window_s:-60}
 overlap=
 ((soak_s >= 2 * w)) || overlap=" (the two overlap: soak shorter than $((2 * w)) s)"
 
+# The CPU of the first and the last window (means of their intervals) and the
+# busiest interval; the checkpoints from the cluster's log (log_checkpoints is
+# on by default in PostgreSQL 15), as seconds since the load's start.
+cpu_in() { awk -v a="$1" -v b="$2" '$1 > a && $1 <= b { n++; u += $2; s += $3 } END { if (n) printf "%.0f%% busy, %.1f%% stolen", u / n, s / n; else print "-" }' "$work/soak.cpu"; }
+cpu_first=$(cpu_in 0 "$w") cpu_last=$(cpu_in "$((soak_s - w))" "$soak_s")
+cpu_max=$(sort -k2,2nr "$work/soak.cpu" | awk 'NR == 1 { printf "%s%% at %ss", $2, $1 }')
+checkpoints=$(awk -v t0="$soak_t0" '/checkpoint starting:/ {
+		cmd = "date -d \"" $1 " " $2 " " $3 "\" +%s"; cmd | getline e; close(cmd)
+		if (e >= t0) { r = $0; sub(/.*checkpoint starting: /, "", r); printf "%s%ds (%s)", sep, e - t0, r; sep = ", " } }' \
+	"$work/postgres.log")
+
 commit=$(bench_commit)
 {
 	echo
@@ -204,6 +240,8 @@ commit=$(bench_commit)
 	echo "latency over the whole soak: p50 ${lg_p50_ms:-?} / p90 ${lg_p90_ms:-?} / p99 ${lg_p99_ms:-?} / max ${lg_max_ms:-?} ms;" \
 		"hookflow peak RSS (VmHWM) $hwm_mib MiB"
 	echo "latency = finished_at (the settling transaction's time in PostgreSQL) - the moment the run came due"
+	echo "machine CPU, first / last ${w}s: $cpu_first / $cpu_last; busiest ${interval}s: ${cpu_max:--}"
+	echo "checkpoints started (s since the load began): ${checkpoints:-none}"
 	if ((${#failures[@]} > 0)); then
 		echo
 		echo "CORRECTNESS FAILURES:"
@@ -219,7 +257,11 @@ commit=$(bench_commit)
 	echo "# VmRSS sampled at the interval's end"
 	dat_stamp
 	echo "# params: rate=$rate retention_s=$(awk -v r="$retention_ms" 'BEGIN { print r / 1000 }') steps=$steps seconds=$soak_s window_s=$w interval_s=$interval"
-	cat "$work/soak.samples"
+	# the load generator's samples, with the machine's CPU of the same interval
+	awk 'NR == FNR { cpu[$1] = $2 " " $3; next }
+	     /^# t_s / { print $0 " cpu_busy_pct cpu_steal_pct"; next }
+	     /^#/ { print; next }
+	     { print $0 " " ($1 in cpu ? cpu[$1] : "- -") }' "$work/soak.cpu" "$work/soak.samples"
 } >"$out/soak.dat"
 draw_charts
 
