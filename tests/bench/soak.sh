@@ -254,11 +254,11 @@ commit=$(bench_commit)
 	echo "# hookflow soak: runs of $steps steps submitted open loop at $rate runs/s for ${soak_s}s,"
 	echo "# HOOKFLOW_RETENTION_MS=$retention_ms; per ${interval}s interval: runs finished in it (by"
 	echo "# finished_at) and their latency from due to finished_at; database size and hookflow"
-	echo "# VmRSS sampled at the interval's end"
+	echo "# VmRSS sampled at the interval's end; the machine's CPU over the interval"
 	dat_stamp
 	echo "# params: rate=$rate retention_s=$(awk -v r="$retention_ms" 'BEGIN { print r / 1000 }') steps=$steps seconds=$soak_s window_s=$w interval_s=$interval"
 	# the load generator's samples, with the machine's CPU of the same interval
-	awk 'NR == FNR { cpu[$1] = $2 " " $3; next }
+	awk 'FILENAME == ARGV[1] { cpu[$1] = $2 " " $3; next }
 	     /^# t_s / { print $0 " cpu_busy_pct cpu_steal_pct"; next }
 	     /^#/ { print; next }
 	     { print $0 " " ($1 in cpu ? cpu[$1] : "- -") }' "$work/soak.cpu" "$work/soak.samples"
