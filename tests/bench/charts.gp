@@ -251,9 +251,15 @@ if (chart eq 'soak') {
 
 	set title "The machine's CPU over each interval"
 	set ylabel "% of all cores"
-	set yrange [0:100]
+	set yrange [0:150]
+	set ytics 0, 20, 100
+	set xrange [0:tend]
 	set offsets 0, 0, 0, 0
+	set key top left horizontal
 	plot data u 1:10 w lp ls 1 ps 0.8 t "busy", \
+	     '' u 1:13 w lp ls 3 ps 0.8 t "PostgreSQL", \
+	     '' u 1:12 w lp ls 5 ps 0.8 t "hookflow", \
+	     '' u 1:14 w lp ls 4 ps 0.8 t "webhook", \
 	     '' u 1:11 w lp ls 2 ps 0.8 t "stolen by the hypervisor"
 	unset multiplot
 }

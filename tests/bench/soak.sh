@@ -20,9 +20,10 @@
 #      pace; its latency runs from then to its finished_at in the database);
 #   4. every SOAK_INTERVAL (10) s samples: runs finished in the interval and
 #      their p50/p99 latency, the database size (pg_database_size) and
-#      hookflow's VmRSS; and the machine's CPU over the interval (/proc/stat:
-#      busy and stolen, % of all cores), so that a slow interval can be told
-#      from a saturated machine; the checkpoints PostgreSQL logged during the
+#      hookflow's VmRSS; and the CPU over the interval (/proc: the machine's
+#      busy and stolen time, hookflow's, PostgreSQL's and the webhook's, % of
+#      all cores), so that a slow interval can be told from a saturated
+#      machine, and which part took more; the checkpoints PostgreSQL logged during the
 #      soak are listed with the second they started at;
 #   5. compares the first minute with the last and prints a verdict table:
 #        throughput   last minute's runs/s within +-10% of the first's
@@ -139,21 +140,27 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 	stmt_pid=$!
 fi
 # The machine's CPU, one line per interval from the load's start: "T BUSY
-# STEAL", % of all cores' time (busy: neither idle nor waiting for I/O;
-# steal: taken by the hypervisor for other guests).
+# STEAL HOOKFLOW POSTGRESQL WEBHOOK", % of all cores' time (busy: neither idle
+# nor waiting for I/O; steal: taken by the hypervisor for other guests; then
+# what hookflow, the whole cluster and the bench webhook used of it).
 (
 	nap=
 	trap 'kill "$nap" 2>/dev/null; exit 0' TERM
 	read -r _ a0 a1 a2 a3 a4 a5 a6 a7 _ </proc/stat
+	hf0=$(pid_ticks "$hf") pg0=$(pg_ticks) wh0=$(pid_ticks "$wh_pid")
 	for ((t = interval; ; t += interval)); do
 		sleep "$interval" &
 		nap=$!
 		wait "$nap"
 		read -r _ b0 b1 b2 b3 b4 b5 b6 b7 _ </proc/stat
+		hf1=$(pid_ticks "$hf") pg1=$(pg_ticks) wh1=$(pid_ticks "$wh_pid")
 		awk -v t="$t" -v idle=$((b3 - a3 + b4 - a4)) -v steal=$((b7 - a7)) \
 			-v all=$((b0 - a0 + b1 - a1 + b2 - a2 + b3 - a3 + b4 - a4 + b5 - a5 + b6 - a6 + b7 - a7)) \
-			'BEGIN { if (all > 0) printf "%d %.1f %.1f\n", t, 100 * (all - idle - steal) / all, 100 * steal / all }'
+			-v hf=$((hf1 - hf0)) -v pg=$((pg1 - pg0)) -v wh=$((wh1 - wh0)) \
+			'BEGIN { if (all > 0) printf "%d %.1f %.1f %.1f %.1f %.1f\n", t, 100 * (all - idle - steal) / all,
+				100 * steal / all, 100 * hf / all, 100 * pg / all, 100 * wh / all }'
 		read -r a0 a1 a2 a3 a4 a5 a6 a7 <<<"$b0 $b1 $b2 $b3 $b4 $b5 $b6 $b7"
+		hf0=$hf1 pg0=$pg1 wh0=$wh1
 	done
 ) >"$work/soak.cpu" &
 cpu_pid=$!
@@ -204,7 +211,11 @@ overlap=
 # The CPU of the first and the last window (means of their intervals) and the
 # busiest interval; the checkpoints from the cluster's log (log_checkpoints is
 # on by default in PostgreSQL 15), as seconds since the load's start.
-cpu_in() { awk -v a="$1" -v b="$2" '$1 > a && $1 <= b { n++; u += $2; s += $3 } END { if (n) printf "%.0f%% busy, %.1f%% stolen", u / n, s / n; else print "-" }' "$work/soak.cpu"; }
+cpu_in() {
+	awk -v a="$1" -v b="$2" '$1 > a && $1 <= b { n++; u += $2; s += $3; h += $4; p += $5; k += $6 }
+		END { if (n) printf "%.0f%% busy (hookflow %.0f, PostgreSQL %.0f, webhook %.0f), %.1f%% stolen",
+			u / n, h / n, p / n, k / n, s / n; else print "-" }' "$work/soak.cpu"
+}
 cpu_first=$(cpu_in 0 "$w") cpu_last=$(cpu_in "$((soak_s - w))" "$soak_s")
 cpu_max=$(sort -k2,2nr "$work/soak.cpu" | awk 'NR == 1 { printf "%s%% at %ss", $2, $1 }')
 checkpoints=$(awk -v t0="$soak_t0" '/checkpoint starting:/ {
@@ -258,10 +269,10 @@ commit=$(bench_commit)
 	dat_stamp
 	echo "# params: rate=$rate retention_s=$(awk -v r="$retention_ms" 'BEGIN { print r / 1000 }') steps=$steps seconds=$soak_s window_s=$w interval_s=$interval"
 	# the load generator's samples, with the machine's CPU of the same interval
-	awk 'FILENAME == ARGV[1] { cpu[$1] = $2 " " $3; next }
-	     /^# t_s / { print $0 " cpu_busy_pct cpu_steal_pct"; next }
+	awk 'FILENAME == ARGV[1] { cpu[$1] = $2 " " $3 " " $4 " " $5 " " $6; next }
+	     /^# t_s / { print $0 " cpu_busy_pct cpu_steal_pct hookflow_cpu_pct postgres_cpu_pct webhook_cpu_pct"; next }
 	     /^#/ { print; next }
-	     { print $0 " " ($1 in cpu ? cpu[$1] : "- -") }' "$work/soak.cpu" "$work/soak.samples"
+	     { print $0 " " ($1 in cpu ? cpu[$1] : "- - - - -") }' "$work/soak.cpu" "$work/soak.samples"
 } >"$out/soak.dat"
 draw_charts
 
