@@ -376,7 +376,10 @@ pg_ticks() {
 	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } |
 		awk -v pm="$pm" '$4 == pm { s += $14 + $15 } $1 == pm { s += $14 + $15 + $16 + $17 } END { print s + 0 }'
 }
-machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+# machine_split: "BUSY STEAL ALL": the machine's busy time without what the
+# hypervisor stole, the stolen time, and all of its time (idle and I/O wait too).
+machine_split() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+machine_ticks() { machine_split | awk '{ print $1 + $2 }'; }
 
 # cpu_begin PIDS...: snapshot; cpu_end KEY STEPS PIDS...: sets R[KEY_*] to the CPU
 # microseconds per settled step of hookflow (PIDS), PostgreSQL and the webhook,

@@ -23,8 +23,8 @@
 #      hookflow's VmRSS; and the CPU over the interval (/proc: the machine's
 #      busy and stolen time, hookflow's, PostgreSQL's and the webhook's, % of
 #      all cores), so that a slow interval can be told from a saturated
-#      machine, and which part took more; the checkpoints PostgreSQL logged during the
-#      soak are listed with the second they started at;
+#      machine, and which part took more; the checkpoints PostgreSQL logged
+#      during the soak are listed with the second they started at;
 #   5. compares the first minute with the last and prints a verdict table:
 #        throughput   last minute's runs/s within +-10% of the first's
 #        p99          last minute's p99 within +-10% of the first's
@@ -139,28 +139,26 @@ if [[ "${BENCH_PG_STATEMENTS:-}" = 1 ]]; then
 	) &
 	stmt_pid=$!
 fi
-# The machine's CPU, one line per interval from the load's start: "T BUSY
+# The CPU, one line per interval from the load's start: "T BUSY
 # STEAL HOOKFLOW POSTGRESQL WEBHOOK", % of all cores' time (busy: neither idle
 # nor waiting for I/O; steal: taken by the hypervisor for other guests; then
 # what hookflow, the whole cluster and the bench webhook used of it).
 (
 	nap=
 	trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-	read -r _ a0 a1 a2 a3 a4 a5 a6 a7 _ </proc/stat
+	read -r busy0 steal0 all0 <<<"$(machine_split)"
 	hf0=$(pid_ticks "$hf") pg0=$(pg_ticks) wh0=$(pid_ticks "$wh_pid")
 	for ((t = interval; ; t += interval)); do
 		sleep "$interval" &
 		nap=$!
 		wait "$nap"
-		read -r _ b0 b1 b2 b3 b4 b5 b6 b7 _ </proc/stat
+		read -r busy1 steal1 all1 <<<"$(machine_split)"
 		hf1=$(pid_ticks "$hf") pg1=$(pg_ticks) wh1=$(pid_ticks "$wh_pid")
-		awk -v t="$t" -v idle=$((b3 - a3 + b4 - a4)) -v steal=$((b7 - a7)) \
-			-v all=$((b0 - a0 + b1 - a1 + b2 - a2 + b3 - a3 + b4 - a4 + b5 - a5 + b6 - a6 + b7 - a7)) \
+		awk -v t="$t" -v all=$((all1 - all0)) -v busy=$((busy1 - busy0)) -v steal=$((steal1 - steal0)) \
 			-v hf=$((hf1 - hf0)) -v pg=$((pg1 - pg0)) -v wh=$((wh1 - wh0)) \
-			'BEGIN { if (all > 0) printf "%d %.1f %.1f %.1f %.1f %.1f\n", t, 100 * (all - idle - steal) / all,
+			'BEGIN { if (all > 0) printf "%d %.1f %.1f %.1f %.1f %.1f\n", t, 100 * busy / all,
 				100 * steal / all, 100 * hf / all, 100 * pg / all, 100 * wh / all }'
-		read -r a0 a1 a2 a3 a4 a5 a6 a7 <<<"$b0 $b1 $b2 $b3 $b4 $b5 $b6 $b7"
-		hf0=$hf1 pg0=$pg1 wh0=$wh1
+		busy0=$busy1 steal0=$steal1 all0=$all1 hf0=$hf1 pg0=$pg1 wh0=$wh1
 	done
 ) >"$work/soak.cpu" &
 cpu_pid=$!
@@ -265,10 +263,10 @@ commit=$(bench_commit)
 	echo "# hookflow soak: runs of $steps steps submitted open loop at $rate runs/s for ${soak_s}s,"
 	echo "# HOOKFLOW_RETENTION_MS=$retention_ms; per ${interval}s interval: runs finished in it (by"
 	echo "# finished_at) and their latency from due to finished_at; database size and hookflow"
-	echo "# VmRSS sampled at the interval's end; the machine's CPU over the interval"
+	echo "# VmRSS sampled at the interval's end; the CPU over the interval"
 	dat_stamp
 	echo "# params: rate=$rate retention_s=$(awk -v r="$retention_ms" 'BEGIN { print r / 1000 }') steps=$steps seconds=$soak_s window_s=$w interval_s=$interval"
-	# the load generator's samples, with the machine's CPU of the same interval
+	# the load generator's samples, with the CPU of the same interval
 	awk 'FILENAME == ARGV[1] { cpu[$1] = $2 " " $3 " " $4 " " $5 " " $6; next }
 	     /^# t_s / { print $0 " cpu_busy_pct cpu_steal_pct hookflow_cpu_pct postgres_cpu_pct webhook_cpu_pct"; next }
 	     /^#/ { print; next }

@@ -312,7 +312,7 @@ def test_the_one_lane_claim_asks_flow_control_inline(hookflow_bin, db):
     """hf_claim's one-lane case asks hf_lane_free whether flow control holds
     the lane back. Given its workflow's row as a subquery's value, the
     function was not inlined, and its body was planned again at every claim
-    (0.065 of an idle claim's 0.19 ms, BENCHMARKS.md): it is inlined now, no
+    (0.072 of an idle claim's 0.19 ms, BENCHMARKS.md): it is inlined now, no
     call of it counted. What it answers is the same: a free lane's run is
     taken, a paused workflow's is held back."""
     _migrated_with_workflow(hookflow_bin, db, max_attempts=3, priority=0)
