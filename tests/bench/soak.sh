@@ -28,6 +28,8 @@
 #   5. compares the first minute with the last and prints a verdict table:
 #        throughput   last minute's runs/s within +-10% of the first's
 #        p99          last minute's p99 within +-10% of the first's
+#                     (shown beside it: the lowest and highest p99 of the
+#                     intervals in each window, and over the whole soak)
 #        database     levels off: it grows by at most 10% over the last third
 #                     of the soak (last sample against the sample at 2/3)
 #        RSS          flat: at most 10% growth over the last third (same)
@@ -221,6 +223,14 @@ checkpoints=$(awk -v t0="$soak_t0" '/checkpoint starting:/ {
 		if (e >= t0) { r = $0; sub(/.*checkpoint starting: /, "", r); printf "%s%ds (%s)", sep, e - t0, r; sep = ", " } }' \
 	"$work/postgres.log")
 
+# p99_range A B: the lowest and the highest p99 of the intervals ending in
+# (A, B] seconds, "LOW-HIGH" ms: how far one interval's p99 is from the next
+# at this load, beside the windows' comparison.
+p99_range() {
+	awk -v a="$1" -v b="$2" '!/^#/ && $1 > a && $1 <= b { if (n++ == 0 || $5 < lo) lo = $5; if ($5 > hi) hi = $5 }
+		END { if (n) printf "%.0f-%.0f", lo, hi; else print "-" }' "$work/soak.samples"
+}
+
 commit=$(bench_commit)
 {
 	echo
@@ -236,6 +246,8 @@ commit=$(bench_commit)
 		"${lg_first_p99_ms:-}" "${lg_last_p99_ms:-}" "$(pct_change "${lg_last_p99_ms:-0}" "${lg_first_p99_ms:-0}")" "$v_p99"
 	printf '%-54s %14s %14s %9s  %s\n' "  p50 latency, ms (shown, not judged)" \
 		"${lg_first_p50_ms:-}" "${lg_last_p50_ms:-}" "$(pct_change "${lg_last_p50_ms:-0}" "${lg_first_p50_ms:-0}")" ""
+	printf '%-54s %14s %14s %9s  %s\n' "  p99 of each ${interval}s interval, lowest-highest (shown)" \
+		"$(p99_range 0 "$w")" "$(p99_range "$((soak_s - w))" "$soak_s")" "" ""
 	printf '%-54s %14s %14s %9s  %s\n' "database MiB at ${t_a}s / ${t_b}s (levels off: last third <= +10%)" \
 		"$db_a" "$db_b" "$(pct_change "$db_b" "$db_a")" "$v_db"
 	printf '%-54s %14s %14s %9s  %s\n' "hookflow RSS MiB at ${t_a}s / ${t_b}s (flat: last third <= +10%)" \
@@ -247,7 +259,7 @@ commit=$(bench_commit)
 	echo "runs: ${lg_runs:-?} due, ${lg_accepted:-?} accepted, ${lg_finished:-?} seen finished (last ${lg_drain_s:-?}s after the end);" \
 		"late submissions (> 10 ms after due): ${lg_late_submissions:-?}, at most ${lg_max_lag_ms:-?} ms; ${lg_conns:-?} connections"
 	echo "latency over the whole soak: p50 ${lg_p50_ms:-?} / p90 ${lg_p90_ms:-?} / p99 ${lg_p99_ms:-?} / max ${lg_max_ms:-?} ms;" \
-		"hookflow peak RSS (VmHWM) $hwm_mib MiB"
+		"hookflow peak RSS (VmHWM) $hwm_mib MiB; p99 of the ${interval}s intervals $(p99_range 0 "$soak_s") ms"
 	echo "latency = finished_at (the settling transaction's time in PostgreSQL) - the moment the run came due"
 	echo "machine CPU, first / last ${w}s: $cpu_first / $cpu_last; busiest ${interval}s: ${cpu_max:--}"
 	echo "checkpoints started (s since the load began): ${checkpoints:-none}"
