@@ -1,14 +1,20 @@
 /* jsonscan: see jsonscan.h. One pass over the text with an explicit stack of
- * open containers; each object's keys go into one hash set tagged with the
- * object's number, so duplicate keys are found in linear time. */
+ * open containers. Duplicate keys: the keys of the open objects are kept on
+ * a stack (an object's keys above its parent's, dropped when it closes), and
+ * a key is compared with its object's earlier keys there while the object
+ * has at most SMALL_OBJECT of them, as typical JSON's objects have; an
+ * object with more has its keys in one hash set tagged with the object's
+ * number, so that duplicates are found in linear time whatever the sizes. */
 #include "base/jsonscan.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define SMALL_OBJECT 16
+
 struct key {
-	size_t obj; /* the object's number, from 1; 0: a free slot */
+	size_t obj; /* the object's number, from 1; 0: a free slot (the hash set) */
 	const unsigned char *p;
 	size_t n;
 };
@@ -18,7 +24,10 @@ struct scan {
 	size_t i, len;
 	struct key *keys; /* the hash set: cap slots, a power of two */
 	size_t cap, used;
-	size_t objs; /* objects opened so far */
+	size_t objs;       /* objects opened so far */
+	struct key *stack; /* the open objects' keys (obj unused), stack_cap slots: */
+	size_t top, stack_cap;
+	struct key local[32]; /* at first these, then malloc'd */
 };
 
 static void skip_ws(struct scan *s)
@@ -240,11 +249,54 @@ static bool add_key(struct scan *s, size_t obj, const unsigned char *p, size_t n
 	return true;
 }
 
+/* Puts key p[0..n) on the key stack; false when out of memory. */
+static bool push_key(struct scan *s, const unsigned char *p, size_t n)
+{
+	if (s->top == s->stack_cap) {
+		size_t cap = s->stack_cap * 2;
+		struct key *t = s->stack == s->local ? malloc(cap * sizeof *t)
+						     : realloc(s->stack, cap * sizeof *t);
+		if (t == NULL)
+			return false;
+		if (s->stack == s->local)
+			memcpy(t, s->local, sizeof s->local);
+		s->stack = t;
+		s->stack_cap = cap;
+	}
+	s->stack[s->top++] = (struct key){.p = p, .n = n};
+	return true;
+}
+
+/* Adds key p[0..n) to the open object obj whose keys begin at slot `from`
+ * of the key stack: false when the object has it already or when out of
+ * memory. Its first SMALL_OBJECT keys go on the stack and are compared there;
+ * with the next one they all go into the hash set, and so do the later ones
+ * (one more slot on the stack marks the object as hashed). */
+static bool object_key(struct scan *s, size_t obj, size_t from, const unsigned char *p, size_t n)
+{
+	size_t had = s->top - from;
+	if (had < SMALL_OBJECT) {
+		for (size_t k = from; k < s->top; k++)
+			if (s->stack[k].n == n && memcmp(s->stack[k].p, p, n) == 0)
+				return false;
+		return push_key(s, p, n);
+	}
+	if (had == SMALL_OBJECT) {
+		for (size_t k = from; k < s->top; k++)
+			if (!add_key(s, obj, s->stack[k].p, s->stack[k].n))
+				return false;
+		if (!push_key(s, NULL, 0))
+			return false;
+	}
+	return add_key(s, obj, p, n);
+}
+
 /* The scan proper; spans as in jsonscan_object. */
 static bool scan(struct scan *s, const char *const *names, size_t n, struct jsonscan_span *spans)
 {
-	char kind[JSONSCAN_MAX_DEPTH];  /* '{' or '[' for each open container */
-	size_t obj[JSONSCAN_MAX_DEPTH]; /* an open object's number */
+	char kind[JSONSCAN_MAX_DEPTH];   /* '{' or '[' for each open container */
+	size_t obj[JSONSCAN_MAX_DEPTH];  /* an open object's number */
+	size_t from[JSONSCAN_MAX_DEPTH]; /* where an open object's keys begin on the stack */
 	size_t depth = 0;
 	size_t member = SIZE_MAX; /* the named top-level member whose value is being read */
 	bool plain;
@@ -260,8 +312,10 @@ value:
 		if (depth == JSONSCAN_MAX_DEPTH)
 			return false;
 		kind[depth] = open;
-		if (open == '{')
+		if (open == '{') {
 			obj[depth] = ++s->objs;
+			from[depth] = s->top;
+		}
 		depth++;
 		s->i++;
 		skip_ws(s);
@@ -305,7 +359,7 @@ key:
 			return false; /* a key with an escape: jansson compares it decoded */
 		const unsigned char *k = s->p + k0;
 		size_t kn = s->i - 1 - k0;
-		if (!add_key(s, obj[depth - 1], k, kn))
+		if (!object_key(s, obj[depth - 1], from[depth - 1], k, kn))
 			return false;
 		skip_ws(s);
 		if (s->i >= s->len || s->p[s->i] != ':')
@@ -344,6 +398,8 @@ done:
 	if (s->p[s->i] == (kind[depth - 1] == '{' ? '}' : ']')) {
 		s->i++;
 		depth--;
+		if (kind[depth] == '{')
+			s->top = from[depth];
 		goto done;
 	}
 	return false;
@@ -353,11 +409,15 @@ bool jsonscan_object(const char *s, size_t len, const char *const *names, size_t
 		     struct jsonscan_span *spans)
 {
 	struct scan sc = {.p = (const unsigned char *)s, .len = len};
+	sc.stack = sc.local;
+	sc.stack_cap = sizeof sc.local / sizeof sc.local[0];
 
 	if (n > 0)
 		memset(spans, 0, n * sizeof *spans);
 	bool ok = scan(&sc, names, n, spans);
 	free(sc.keys);
+	if (sc.stack != sc.local)
+		free(sc.stack);
 	if (!ok && n > 0)
 		memset(spans, 0, n * sizeof *spans);
 	return ok;

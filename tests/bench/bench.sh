@@ -99,6 +99,10 @@
 #                            point's ratio to the smallest and CPU per step;
 #                            BENCH_PAYLOAD_BASE=BINARY runs every point with BINARY
 #                            (an earlier build) too, in turn with this one
+#   BENCH_PAYLOAD_KIND=json  the runs' inputs (and so every step's payload) are
+#                            typical JSON records, which lz4 compresses, instead
+#                            of incompressible text (the default: the worst case
+#                            for storage, and the figures the targets are judged on)
 #   BENCH_LATENCY=1          instead of the scenarios above: the idle latency scenario
 #                            (#3a/3b/3c) alone, BENCH_COMPARE_REPEAT times (3), then the
 #                            medians of its p50s and of the breakdown; BENCH_LATENCY_BASE=
@@ -330,7 +334,8 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 	bin=$this_bin
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
-		echo "payload sizes: 500 runs of 10 steps, one instance, medians of $repeat alternated rounds"
+		echo "payload sizes: 500 runs of 10 steps, one instance, medians of $repeat alternated rounds," \
+			"$([[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && echo "JSON records" || echo "incompressible")"
 		[[ -n "$pay_base" ]] && echo "base: $pay_base; this: $this_bin"
 		printf '%-5s %8s %14s %8s %10s %10s %10s %10s   %s\n' build bytes transitions/s ratio \
 			hf_us pg_us wal_b db_b/step 'all rounds: transitions/s'

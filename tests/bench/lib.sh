@@ -10,7 +10,7 @@
 #
 # Environment (read here): BENCH_OUT, BENCH_PG_BIN, BENCH_NICE, BENCH_KEEP,
 # BENCH_PG_STATEMENTS, BENCH_HTTP_THREADS, BENCH_DB_POOL, BENCH_WORKERS,
-# BENCH_PGBOUNCER_POOL (see bench.sh).
+# BENCH_PGBOUNCER_POOL, BENCH_PAYLOAD_KIND (see bench.sh).
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 2
@@ -489,10 +489,11 @@ throughput() {
 	put_workflow "${targets##*:}" "w$steps" "n=$steps" 30000 \
 		"$( ((keys > 0)) && echo ', "key_concurrency": 2')"
 	curl -sf -X POST "$wh/stats/reset" >/dev/null
-	say "$name: $runs runs of $steps step(s), ${ninst} instance(s), input ${bytes} B, ${keys} keys"
+	say "$name: $runs runs of $steps step(s), ${ninst} instance(s), input ${bytes} B$( ((bytes > 0)) && [[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && echo ' (JSON records)'), ${keys} keys"
 	local args=(submit -u "$targets" -w "w$steps" -n "$runs" -c "$SUBMIT_CONNS" -p "$name"
 		-d "$(conninfo "$db")" -T "$RUN_TIMEOUT")
 	((bytes > 0)) && args+=(-b "$bytes")
+	((bytes > 0)) && [[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && args+=(-J)
 	((keys > 0)) && args+=(-k "$keys")
 	[[ "${BENCH_PG_STATEMENTS:-}" = 1 && "$key" = "${BENCH_PG_STATEMENTS_KEY:-s2}" ]] && statements_reset "$db"
 	checkpoint

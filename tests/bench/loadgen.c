@@ -1,7 +1,7 @@
 /* loadgen: submits hookflow runs over keep-alive HTTP/1.1 (epoll, raw sockets) and measures them.
  *
  *   loadgen submit  -u HOST:PORT[,HOST:PORT...] -w WORKFLOW -n RUNS [-c CONNS]
- *                   [-p PREFIX] [-b INPUT_BYTES] [-d CONNINFO] [-T TIMEOUT_S]
+ *                   [-p PREFIX] [-b INPUT_BYTES [-J]] [-d CONNINFO] [-T TIMEOUT_S]
  *                   [-D DUE_MS]
  *       Submits RUNS runs (POST /v1/runs, run ids PREFIX-0..RUNS-1) as fast as
  *       CONNS keep-alive connections allow, spread over the given instances.
@@ -11,7 +11,9 @@
  *       max(finished_at). The elapsed time runs from the first submission to
  *       that end. With -D every run is submitted with the delay_ms that makes
  *       it due DUE_MS after the first submission, so that all of them become
- *       claimable at once (the in-flight test).
+ *       claimable at once (the in-flight test). The input is an object of
+ *       about INPUT_BYTES: incompressible text, or with -J typical JSON
+ *       records (make_input).
  *
  *   loadgen latency -u HOST:PORT -w WORKFLOW -n COUNT [-W WARMUP] [-p PREFIX]
  *                   [-d CONNINFO] [-o FILE]
@@ -34,7 +36,7 @@
  *       it writes every latency (ms, sorted, one a line) to FILE.
  *
  *   loadgen rate    -u HOST:PORT[,...] -w WORKFLOW -r RUNS_PER_S -s SECONDS
- *                   -d CONNINFO [-S STEPS] [-c MAXCONNS] [-p PREFIX] [-b BYTES]
+ *                   -d CONNINFO [-S STEPS] [-c MAXCONNS] [-p PREFIX] [-b BYTES [-J]]
  *                   [-i INTERVAL_S] [-P PID] [-o FILE] [-T DRAIN_S]
  *       Open loop (the soak): run i is due at start + i / RUNS_PER_S and is
  *       submitted then, on an idle keep-alive connection or a new one (up to
@@ -102,7 +104,8 @@ static int interval_s = 10; /* -i: sampling period (rate) */
 static long watch_pid;      /* -P: the hookflow whose RSS is sampled (rate) */
 static long nkeys;          /* -k: run i gets concurrency_key "k<i % nkeys>" (0: none) */
 static int64_t start_us;
-static char *pad; /* input padding, input_bytes long */
+static bool json_input; /* -J: the input is typical JSON records, not incompressible text */
+static char *pad;       /* the run's input object, about input_bytes long (-b) */
 
 static int64_t mono_us(void)
 {
@@ -143,6 +146,65 @@ static void die(const char *msg)
 
 /* ---- HTTP --------------------------------------------------------------- */
 
+/* The runs' input object, `bytes` long (within a record's length below it
+ * with `json`). By default {"pad":"..."}: letters and digits from a fixed
+ * pseudo-random sequence, which neither lz4 nor pglz compresses (PostgreSQL
+ * compresses large values: the worst case for storage). With `json`,
+ * {"items":[...]}: order-like records with ids, SKUs, names from a small
+ * vocabulary, quantities, prices and timestamps, as typical JSON payloads
+ * are (compressible). */
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static char *make_input(long bytes, bool json)
+{
+	static const char alnum[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	static const char *const words[] = {
+		"red",   "blue",  "green", "small", "large",  "steel", "cotton", "wool",
+		"chair", "table", "lamp",  "mug",   "shirt",  "boot",  "clock",  "desk",
+		"pro",   "mini",  "max",   "basic", "deluxe", "eco",   "smart",  "classic"};
+	static const char *const states[] = {"pending", "paid", "shipped", "delivered"};
+	char *out = malloc((size_t)bytes + 512);
+	if (out == NULL)
+		die("out of memory");
+	uint64_t x = 88172645463325252ULL;
+	size_t n = 0;
+	if (!json) {
+		n = (size_t)sprintf(out, "{\"pad\":\"");
+		for (long i = 0; i < bytes; i++)
+			out[n++] = alnum[xorshift(&x) % 62];
+		strcpy(out + n, "\"}");
+		return out;
+	}
+	n = (size_t)sprintf(out, "{\"items\":[");
+	for (long id = 1;; id++) {
+		uint64_t r[8];
+		for (int k = 0; k < 8; k++)
+			r[k] = xorshift(&x);
+		char rec[320];
+		int rl = snprintf(rec, sizeof rec,
+				  "%s{\"id\":%ld,\"sku\":\"SKU-%06ld\",\"name\":\"%s %s %s\","
+				  "\"qty\":%d,\"price\":%d.%02d,\"status\":\"%s\","
+				  "\"created_at\":\"2026-12-07T%02ld:%02ld:%02ldZ\"}",
+				  id > 1 ? "," : "", id, 100000 + (long)(r[0] % 900000),
+				  words[r[1] % 24], words[r[2] % 24], words[r[3] % 24],
+				  1 + (int)(r[4] % 20), (int)(r[5] % 500), (int)(r[6] % 100),
+				  states[r[7] % 4], id / 3600 % 24, id / 60 % 60, id % 60);
+		if (id > 1 && n + (size_t)rl + 2 > (size_t)bytes)
+			break;
+		memcpy(out + n, rec, (size_t)rl);
+		n += (size_t)rl;
+	}
+	strcpy(out + n, "]}");
+	return out;
+}
+
 /* Builds the request for run `i` into a new buffer. */
 static char *submit_request(const struct target *t, long i, size_t *len)
 {
@@ -159,10 +221,9 @@ static char *submit_request(const struct target *t, long i, size_t *len)
 	}
 	int bl;
 	if (pad != NULL)
-		bl = snprintf(
-			body, cap,
-			"{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"pad\":\"%s\"}}",
-			workflow, prefix, i, delay, pad);
+		bl = snprintf(body, cap,
+			      "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":%s}",
+			      workflow, prefix, i, delay, pad);
 	else
 		bl = snprintf(body, cap,
 			      "{\"workflow\":\"%s\",\"run_id\":\"%s-%ld\"%s,\"input\":{\"i\":%ld}}",
@@ -1170,7 +1231,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	optind = 2;
 	int opt;
-	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:d:T:W:D:o:r:s:S:i:P:k:")) != -1) {
+	while ((opt = getopt(argc, argv, "u:w:n:c:p:b:Jd:T:W:D:o:r:s:S:i:P:k:")) != -1) {
 		switch (opt) {
 		case 'u':
 			parse_targets(optarg);
@@ -1189,6 +1250,9 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			input_bytes = atol(optarg);
+			break;
+		case 'J':
+			json_input = true;
 			break;
 		case 'd':
 			conninfo = optarg;
@@ -1229,21 +1293,8 @@ int main(int argc, char **argv)
 	}
 	if (ntargets == 0 || workflow == NULL || nruns < 1 || nconns < 1)
 		die("need -u and -w (and -n, except for rate)");
-	if (input_bytes > 0) {
-		/* Incompressible padding (PostgreSQL compresses large jsonb values):
-		 * letters and digits from a fixed pseudo-random sequence. */
-		static const char alnum[] =
-			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-		pad = malloc((size_t)input_bytes + 1);
-		uint64_t x = 88172645463325252ULL;
-		for (long i = 0; i < input_bytes; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			pad[i] = alnum[x % 62];
-		}
-		pad[input_bytes] = '\0';
-	}
+	if (input_bytes > 0)
+		pad = make_input(input_bytes, json_input);
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;

@@ -164,6 +164,46 @@ static void test_duplicates_among_many_keys(void **state)
 	free(s);
 }
 
+/* Duplicates at every size of an object, on both sides of the point where
+ * its keys go from the key stack to the hash set (16), and keys that are
+ * not duplicates: the same names in nested, sibling and parent objects. */
+static void test_duplicates_at_every_object_size(void **state)
+{
+	(void)state;
+	char s[4096];
+	for (int nkeys = 1; nkeys <= 40; nkeys++) {
+		for (int dup = -1; dup < nkeys; dup++) {
+			/* {"k0":{"k0":0,"k1":1},"k1":[{"k0":0}],...,"k<nkeys-1>":...}
+			 * then, when dup >= 0, "k<dup>" again; every value an object
+			 * or an array of one, with the same names as its parent. */
+			size_t o = (size_t)sprintf(s, "{");
+			for (int i = 0; i < nkeys; i++)
+				o += (size_t)sprintf(s + o,
+						     i % 2 ? "%s\"k%d\":[{\"k0\":0},{\"k0\":1}]"
+							   : "%s\"k%d\":{\"k0\":0,\"k1\":1}",
+						     i ? "," : "", i);
+			if (dup >= 0)
+				o += (size_t)sprintf(s + o, ",\"k%d\":null", dup);
+			strcpy(s + o, "}");
+			o++;
+			bool want = dup < 0;
+			if (scan(s) != want)
+				fail_msg("jsonscan %s %s", want ? "refused" : "vouched for", s);
+			assert_true(jansson_accepts(s, o) == want);
+		}
+	}
+	/* A large object inside small ones and between siblings of its own. */
+	size_t o = (size_t)sprintf(s, "{\"a\":{\"a\":1},\"b\":{");
+	for (int i = 0; i < 30; i++)
+		o += (size_t)sprintf(s + o, "%s\"a%d\":{\"a\":%d,\"b\":{\"a\":1}}", i ? "," : "", i,
+				     i);
+	o += (size_t)sprintf(s + o, "},\"c\":{\"a\":2,\"b\":3},\"d\":1}");
+	assert_true(scan(s));
+	strcpy(s + o - 1, ",\"b\":0}");
+	assert_false(scan(s));
+	assert_false(jansson_accepts(s, strlen(s)));
+}
+
 static void test_member_spans(void **state)
 {
 	(void)state;
@@ -280,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_unsure_of_what_jansson_decides),
 		cmocka_unit_test(test_long_strings_at_every_offset),
 		cmocka_unit_test(test_duplicates_among_many_keys),
+		cmocka_unit_test(test_duplicates_at_every_object_size),
 		cmocka_unit_test(test_member_spans),
 		cmocka_unit_test(test_random_texts_against_jansson),
 		cmocka_unit_test(test_append_members),
