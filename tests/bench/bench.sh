@@ -96,7 +96,7 @@
 #   BENCH_PAYLOAD=1          instead of the scenarios above: the payload sweep's points
 #                            (SWEEP_PAYLOAD: 500 runs of 10 steps each) alternately
 #                            BENCH_COMPARE_REPEAT times (3), then the medians, each
-#                            point's ratio to the smallest and CPU per step;
+#                            point's ratio to the smallest, CPU per step and peak RSS;
 #                            BENCH_PAYLOAD_BASE=BINARY runs every point with BINARY
 #                            (an earlier build) too, in turn with this one
 #   BENCH_PAYLOAD_KIND=json  the runs' inputs (and so every step's payload) are
@@ -337,20 +337,20 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 		echo "payload sizes: 500 runs of 10 steps, one instance, medians of $repeat alternated rounds," \
 			"$([[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && echo "JSON records" || echo "incompressible")"
 		[[ -n "$pay_base" ]] && echo "base: $pay_base; this: $this_bin"
-		printf '%-5s %8s %14s %8s %10s %10s %10s %10s   %s\n' build bytes transitions/s ratio \
-			hf_us pg_us wal_b db_b/step 'all rounds: transitions/s'
+		printf '%-5s %8s %14s %8s %10s %10s %10s %10s %8s   %s\n' build bytes transitions/s ratio \
+			hf_us pg_us wal_b db_b/step rss_mib 'all rounds: transitions/s'
 		for side in "${sides[@]}"; do
 			first=
 			for b in "${SWEEP_PAYLOAD[@]}"; do
 				cols=() all=()
-				for f in steps_per_s hf_us pg_us wal_b bytes_per_step; do
+				for f in steps_per_s hf_us pg_us wal_b bytes_per_step rss_mib; do
 					vals=()
 					for ((k = 1; k <= repeat; k++)); do vals+=("${R[${side}_${b}_${k}_$f]}"); done
 					cols+=("$(median "${vals[@]}")")
 				done
 				for ((k = 1; k <= repeat; k++)); do all+=("${R[${side}_${b}_${k}_steps_per_s]}"); done
 				first=${first:-${cols[0]}}
-				printf '%-5s %8s %14s %8s %10s %10s %10s %10s   %s\n' \
+				printf '%-5s %8s %14s %8s %10s %10s %10s %10s %8s   %s\n' \
 					"$([[ $side = pb ]] && echo base || echo this)" "$b" "${cols[0]}" \
 					"$(awk -v a="${cols[0]}" -v b="$first" 'BEGIN { printf "%.3fx", (b > 0 ? a / b : 0) }')" \
 					"${cols[@]:1}" "$(IFS=,; echo "${all[*]}")"
