@@ -153,6 +153,24 @@ bool settlements_take(struct settlements *to, struct settlements *from)
 	return true;
 }
 
+bool settlements_take_upto(struct settlements *to, struct settlements *from, size_t max_size)
+{
+	size_t size = 0, n = 0;
+	for (size_t i = 0; i < to->n; i++)
+		size += to->v[i].size;
+	while (n < from->n && (to->n + n == 0 || size + from->v[n].size <= max_size))
+		size += from->v[n++].size;
+	if (n == 0)
+		return true;
+	if (!reserve(to, n))
+		return false;
+	memcpy(to->v + to->n, from->v, n * sizeof *from->v);
+	to->n += n;
+	memmove(from->v, from->v + n, (from->n - n) * sizeof *from->v);
+	from->n -= n;
+	return true;
+}
+
 void settlements_clear(struct settlements *l)
 {
 	for (size_t i = 0; i < l->n; i++)

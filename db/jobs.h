@@ -129,6 +129,7 @@ struct settlement {
 	json_t *kv_delete;      /* ([key, ...]), or NULL */
 	json_t *replay_outcome; /* a step's validated outcome to keep for replay, or NULL */
 	void *span; /* the dispatcher's settle span (malloc'd, freed with the settlement), or NULL */
+	size_t size; /* the answer's bytes, which its texts come from (0: none) */
 };
 
 /* Frees what `s` owns and zeroes it. */
@@ -149,6 +150,11 @@ bool settlements_push(struct settlements *l, struct settlement *s);
 /* Moves every item of `from` to the end of `to`. False when out of memory
  * (nothing moved). */
 bool settlements_take(struct settlements *to, struct settlements *from);
+
+/* Moves items from the front of `from` to the end of `to` while the sizes
+ * of `to`'s items add up to at most `max_size`, and always one when `to` is
+ * empty. False when out of memory (nothing moved). */
+bool settlements_take_upto(struct settlements *to, struct settlements *from, size_t max_size);
 
 /* Cleans up every item (the list stays allocated, empty). */
 void settlements_clear(struct settlements *l);

@@ -54,6 +54,13 @@
 #include "service/webhook.h"
 
 #define CLAIM_BATCH 256
+/* The most answer bytes one cycle settles (beyond one answer): a cycle's
+ * statement carries its settlements' payloads, copied into the statement and
+ * into libpq's buffer, which keeps the largest it sent; with 100 KB payloads
+ * and hundreds of calls ending together, settling them all at once made the
+ * peak of hookflow's memory (BENCHMARKS.md). The rest waits for the next
+ * cycle, which follows at once. */
+#define SETTLE_BATCH_BYTES (8u << 20)
 #define SETTLE_RETRY_MS 500
 #define DB_RETRY_MS 1000
 
@@ -553,6 +560,7 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	} else {
 		callback_settlement(f, &v, status, &st);
 	}
+	st.size = r.body_len;
 	emit_call_span(f, &r, &v, status, &st);
 	enum settle_result res = st.result;
 	log_debug("dispatcher", "call done",
@@ -1174,10 +1182,11 @@ static bool cycle(struct worker *w, int room)
 	return want > 0 && n == want;
 }
 
-/* Moves the settlements of the exchange into the work list. */
+/* Moves the settlements of the exchange into the work list, up to a
+ * cycle's worth of answer bytes (SETTLE_BATCH_BYTES). */
 static void take_settlements(struct worker *w)
 {
-	if (!settlements_take(&w->work, &w->out))
+	if (!settlements_take_upto(&w->work, &w->out, SETTLE_BATCH_BYTES))
 		log_error("dispatcher", "out of memory taking settlements, will retry",
 			  "worker=%d count=%zu", w->index, w->out.n);
 }
@@ -1258,7 +1267,10 @@ static void *db_main(void *arg)
 			take_settlements(w);
 			pthread_mutex_unlock(&w->mu);
 			cycle(w, 0);
-			if (!work_pending(w) || w->db == NULL)
+			pthread_mutex_lock(&w->mu);
+			bool left = w->out.n > 0;
+			pthread_mutex_unlock(&w->mu);
+			if ((!work_pending(w) && !left) || w->db == NULL)
 				break;
 		}
 	}

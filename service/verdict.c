@@ -447,7 +447,8 @@ static enum err_code parse_without(const char *body, size_t len, const struct js
 {
 	size_t a = sp[0].len > 0 && (sp[1].len == 0 || sp[0].off < sp[1].off) ? 0 : 1;
 	size_t b = 1 - a; /* the spans in text order: a, then b when present */
-	char *copy = malloc(len + 8);
+	/* The body without the spans' text, and "null" in place of each. */
+	char *copy = malloc(len - sp[0].len - sp[1].len + 8);
 	if (copy == NULL)
 		return err_set(e, ERR_INTERNAL, "out of memory");
 	size_t o = 0, from = 0;

@@ -1,13 +1,15 @@
 """The dispatcher keeps webhook I/O off the database thread: an answer that
 arrives in time is never turned into a timeout because the worker is waiting
-on PostgreSQL."""
+on PostgreSQL; and what piles up behind a slow database is settled a bounded
+batch at a time."""
 import os
+import secrets
 import subprocess
 
 import pytest
 
 import harness
-from harness import Reply, StepScript
+from harness import Reply, StepScript, succeed
 
 
 @pytest.mark.service_env(HOOKFLOW_WORKERS="1")
@@ -31,3 +33,57 @@ def test_answers_arriving_while_the_database_is_blocked_are_not_timeouts(service
         steps = api.steps(rid)
         assert run["status"] == "succeeded", (rid, run, steps)
         assert [(s["attempt"], s["result"]) for s in steps] == [(1, "succeed")], (rid, steps)
+
+
+# service/dispatcher.c's SETTLE_BATCH_BYTES: the most answer bytes one cycle
+# settles, beyond one answer.
+SETTLE_BATCH_BYTES = 8 << 20
+
+
+@pytest.mark.service_env(HOOKFLOW_WORKERS="1")
+def test_answers_piled_up_behind_a_blocked_database_are_settled_a_bounded_batch_at_a_time(
+        service, api, webhook, db):
+    # 24 answers of about 500 KB (12 MB) arrive while the run table is
+    # locked, so they wait for the worker's database thread together. They
+    # are settled in cycles of at most SETTLE_BATCH_BYTES of answers (one
+    # statement each, whose copies of the payloads made hookflow's peak of
+    # memory), every one once, with its payload handed to the next step.
+    n = 24
+    sent = {"big%02d" % i: {"m": "big%02d" % i, "noise": secrets.token_hex(250_000)}
+            for i in range(n)}
+    got = {}
+
+    def handler(req):
+        if req.step == 0:
+            return Reply(200, {"outcome": "continue", "payload": sent[req.run_id]}, delay=0.5)
+        got[req.run_id] = req.field("payload")
+        return succeed(None)
+
+    webhook.route("/steps", handler)
+    api.put_workflow("big", webhook.url(), timeout_ms=30000, max_attempts=1)
+    for rid in sent:
+        api.submit("big", run_id=rid)
+    webhook.wait_requests(n, step=0, timeout=30)
+    pg = db.pg
+    lock = subprocess.run(
+        [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-h", pg.host, "-p", str(pg.port),
+         "-U", pg.user, "-d", db.name, "-c",
+         "BEGIN; LOCK TABLE run IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;"],
+        capture_output=True, text=True, timeout=60)
+    assert lock.returncode == 0, lock.stderr
+    for rid in sent:
+        run = api.wait_terminal(rid, timeout=60)
+        steps = [(s["step"], s["attempt"], s["result"]) for s in api.steps(rid)]
+        assert run["status"] == "succeeded", (rid, run, steps)
+        assert steps == [(0, 1, "continue"), (1, 1, "succeed")], (rid, steps)
+    assert got == sent
+    # Each settling transaction (its start is the attempts' finished_at)
+    # carried at most SETTLE_BATCH_BYTES of answers beyond one answer.
+    rows = db.sql("SELECT finished_at, count(*), sum(octet_length(output::text)),"
+                  " max(octet_length(output::text)) FROM step_attempt WHERE step = 0"
+                  " GROUP BY finished_at ORDER BY finished_at")
+    assert sum(int(r[1]) for r in rows) == n, rows
+    biggest = max(int(r[3]) for r in rows)
+    for r in rows:
+        assert int(r[2]) <= SETTLE_BATCH_BYTES + biggest, rows
+    assert len(rows) >= 2, rows
