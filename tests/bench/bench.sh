@@ -99,6 +99,8 @@
 #                            point's ratio to the smallest, CPU per step and peak RSS;
 #                            BENCH_PAYLOAD_BASE=BINARY runs every point with BINARY
 #                            (an earlier build) too, in turn with this one
+#   BENCH_PAYLOAD_RUNS=N     runs a point with BENCH_PAYLOAD (500; at most as many
+#                            calls are in flight at once, up to HOOKFLOW_MAX_INFLIGHT)
 #   BENCH_PAYLOAD_KIND=json  the runs' inputs (and so every step's payload) are
 #                            typical JSON records, which lz4 compresses, instead
 #                            of incompressible text (the default: the worst case
@@ -321,20 +323,22 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 	pay_base=${BENCH_PAYLOAD_BASE:-}
 	[[ -z "$pay_base" || -x "$pay_base" ]] || die "BENCH_PAYLOAD_BASE=$pay_base is not an executable"
 	repeat=${BENCH_COMPARE_REPEAT:-3}
+	pay_runs=${BENCH_PAYLOAD_RUNS:-500}
+	[[ "$pay_runs" =~ ^[1-9][0-9]*$ ]] || die "BENCH_PAYLOAD_RUNS must be a positive integer, not '$pay_runs'"
 	sides=(pt)
 	[[ -n "$pay_base" ]] && sides=(pb pt)
 	for ((k = 1; k <= repeat; k++)); do
 		for b in "${SWEEP_PAYLOAD[@]}"; do
 			for side in "${sides[@]}"; do
 				bin=$([[ $side = pb ]] && echo "$pay_base" || echo "$this_bin")
-				throughput "payload_${side}_${b}_$k" 500 10 "${side}_${b}_$k" 1 "$b"
+				throughput "payload_${side}_${b}_$k" "$pay_runs" 10 "${side}_${b}_$k" 1 "$b"
 			done
 		done
 	done
 	bin=$this_bin
 	((${#failures[@]} == 0)) || die "$(printf '%s; ' "${failures[@]}")"
 	{
-		echo "payload sizes: 500 runs of 10 steps, one instance, medians of $repeat alternated rounds," \
+		echo "payload sizes: $pay_runs runs of 10 steps, one instance, medians of $repeat alternated rounds," \
 			"$([[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && echo "JSON records" || echo "incompressible")"
 		[[ -n "$pay_base" ]] && echo "base: $pay_base; this: $this_bin"
 		printf '%-5s %8s %14s %8s %10s %10s %10s %10s %8s   %s\n' build bytes transitions/s ratio \
