@@ -1237,7 +1237,10 @@ static void *db_main(void *arg)
 		}
 		bool stopping = w->stop;
 		bool io_done = w->io_done;
-		bool any_outstanding = w->outstanding > 0;
+		/* Claims to keep: calls not yet ended, and ended ones whose
+		 * settlements wait for a cycle (a bounded cycle may leave some to
+		 * the next ones). */
+		bool any_outstanding = w->outstanding > 0 || w->out.n > 0 || work_pending(w);
 		int room = w->capacity - w->outstanding;
 		if (now >= w->next_poll) {
 			w->next_poll = now + cfg->poll_ms;
