@@ -471,7 +471,8 @@ enum err_code config_load(struct config *c, bool need_db, struct err *e)
 		return e->code;
 	v = getenv("HOOKFLOW_TEST_FAULT");
 	if (v != NULL && *v != '\0') {
-		if (strcmp(v, "exit_before_settle") != 0 && strcmp(v, "deaf_to_wake_and_done") != 0)
+		if (strcmp(v, "exit_before_settle") != 0 &&
+		    strcmp(v, "deaf_to_wake_and_done") != 0 && strcmp(v, "settle_late") != 0)
 			return err_set(e, ERR_INVALID, "HOOKFLOW_TEST_FAULT: unknown fault");
 		c->test_fault = strdup(v);
 	}

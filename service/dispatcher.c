@@ -122,6 +122,7 @@ struct worker {
 	int64_t next_poll;
 	int64_t db_retry_at;
 	int64_t settle_retry_at;
+	int64_t late_until;      /* HOOKFLOW_TEST_FAULT=settle_late: settlements held until then */
 	struct settlements work; /* settlements being committed */
 	struct claim_lane lane;  /* where the last claim stopped (fair share) */
 
@@ -1055,6 +1056,14 @@ static bool work_pending(const struct worker *w)
 	return w->work.n > 0;
 }
 
+/* Whether the worker holds claims to keep alive: calls not yet ended, and
+ * ended ones whose settlements wait for a cycle (in the work list, or in
+ * the exchange behind a bounded cycle). Called with w->mu held. */
+static bool holds_claims(const struct worker *w)
+{
+	return w->outstanding > 0 || w->out.n > 0 || work_pending(w);
+}
+
 /* Stores the replay records of the pending settlements (those that carry
  * one), before the settlements they describe commit, so a crash in between
  * replays the answer instead of calling again. */
@@ -1112,6 +1121,19 @@ static char *endpoint_rooms(struct worker *w)
 static bool cycle(struct worker *w, int room)
 {
 	bool settling = work_pending(w) && timefmt_mono_ms() >= w->settle_retry_at;
+	if (settling && w->d->cfg->test_fault != NULL &&
+	    strcmp(w->d->cfg->test_fault, "settle_late") == 0) {
+		/* Settlements wait 2 s before they are settled, claims go on. */
+		int64_t now = timefmt_mono_ms();
+		if (w->late_until == 0)
+			w->late_until = now + 2000;
+		if (now < w->late_until) {
+			w->settle_retry_at = w->late_until;
+			settling = false;
+		} else {
+			w->late_until = 0;
+		}
+	}
 	if (!settling && room <= 0)
 		return false;
 	if (!ensure_db(w))
@@ -1207,7 +1229,7 @@ static void *db_main(void *arg)
 					 w->want_claim && room > 0 &&
 					 (w->db != NULL || now >= w->db_retry_at);
 			bool settle = work_pending(w) && now >= w->settle_retry_at;
-			bool renew_due = w->outstanding > 0 && now >= w->next_renew;
+			bool renew_due = holds_claims(w) && now >= w->next_renew;
 			bool poll_due = !stopping && now >= w->next_poll;
 			if (w->reopen_at > 0 && now >= w->reopen_at) {
 				w->reopen_at = 0;
@@ -1220,7 +1242,7 @@ static void *db_main(void *arg)
 				break;
 			/* Sleep until signalled or the next timer. */
 			int64_t wake = w->next_poll;
-			if (w->outstanding > 0 && w->next_renew < wake)
+			if (holds_claims(w) && w->next_renew < wake)
 				wake = w->next_renew;
 			if (work_pending(w) && w->settle_retry_at < wake)
 				wake = w->settle_retry_at;
@@ -1237,10 +1259,7 @@ static void *db_main(void *arg)
 		}
 		bool stopping = w->stop;
 		bool io_done = w->io_done;
-		/* Claims to keep: calls not yet ended, and ended ones whose
-		 * settlements wait for a cycle (a bounded cycle may leave some to
-		 * the next ones). */
-		bool any_outstanding = w->outstanding > 0 || w->out.n > 0 || work_pending(w);
+		bool any_outstanding = holds_claims(w);
 		int room = w->capacity - w->outstanding;
 		if (now >= w->next_poll) {
 			w->next_poll = now + cfg->poll_ms;

@@ -87,3 +87,23 @@ def test_answers_piled_up_behind_a_blocked_database_are_settled_a_bounded_batch_
     for r in rows:
         assert int(r[2]) <= SETTLE_BATCH_BYTES + biggest, rows
     assert len(rows) >= 2, rows
+
+
+@pytest.mark.service_env(HOOKFLOW_WORKERS="1", HOOKFLOW_LEASE_MS="600", HOOKFLOW_POLL_MS="100",
+                         HOOKFLOW_TEST_FAULT="settle_late")
+def test_claims_are_renewed_while_their_settlements_wait(service, api, webhook, db):
+    # HOOKFLOW_TEST_FAULT=settle_late holds every settlement 2 s after its
+    # call ended, more than three leases of 600 ms, as a backlog of bounded
+    # cycles can; the reaper looks every 100 ms. The worker keeps renewing
+    # the claims meanwhile; were it to stop with the calls, the leases would
+    # run out and the steps be delivered again.
+    webhook.route("/steps", StepScript({0: Reply(200, {"outcome": "succeed", "result": 1})}))
+    api.put_workflow("late", webhook.url(), max_attempts=3,
+                     retry_backoff={"base_ms": 10, "max_ms": 10})
+    rids = [api.submit("late", run_id="late%d" % i)["run_id"] for i in range(3)]
+    for rid in rids:
+        run = api.wait_terminal(rid, timeout=30)
+        steps = api.steps(rid)
+        assert run["status"] == "succeeded", (rid, run, steps)
+        assert [(s["attempt"], s["result"]) for s in steps] == [(1, "succeed")], (rid, steps)
+        assert len(webhook.requests(run_id=rid)) == 1, rid
