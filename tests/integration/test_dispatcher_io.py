@@ -12,6 +12,20 @@ import harness
 from harness import Reply, StepScript, succeed
 
 
+def lock_run_table(db, seconds):
+    """Holds the run table locked for `seconds` from another session, so
+    that the worker's settlements (and everything else that writes runs)
+    wait meanwhile."""
+    pg = db.pg
+    lock = subprocess.run(
+        [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-h", pg.host, "-p", str(pg.port),
+         "-U", pg.user, "-d", db.name, "-c",
+         "BEGIN; LOCK TABLE run IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(%s); COMMIT;"
+         % seconds],
+        capture_output=True, text=True, timeout=60)
+    assert lock.returncode == 0, lock.stderr
+
+
 @pytest.mark.service_env(HOOKFLOW_WORKERS="1")
 def test_answers_arriving_while_the_database_is_blocked_are_not_timeouts(service, api, webhook, db):
     webhook.route("/steps", StepScript({0: Reply(200, {"outcome": "succeed", "result": 1}, delay=0.3)}))
@@ -21,13 +35,7 @@ def test_answers_arriving_while_the_database_is_blocked_are_not_timeouts(service
     webhook.wait_requests(10, timeout=20)
     # While those calls are answered (0.3 s after they arrived), the run table
     # is locked for 2.5 s: the worker's settlements wait, its calls must not.
-    pg = db.pg
-    lock = subprocess.run(
-        [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-h", pg.host, "-p", str(pg.port),
-         "-U", pg.user, "-d", db.name, "-c",
-         "BEGIN; LOCK TABLE run IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2.5); COMMIT;"],
-        capture_output=True, text=True, timeout=60)
-    assert lock.returncode == 0, lock.stderr
+    lock_run_table(db, 2.5)
     for rid in rids:
         run = api.wait_terminal(rid, timeout=30)
         steps = api.steps(rid)
@@ -64,13 +72,7 @@ def test_answers_piled_up_behind_a_blocked_database_are_settled_a_bounded_batch_
     for rid in sent:
         api.submit("big", run_id=rid)
     webhook.wait_requests(n, step=0, timeout=30)
-    pg = db.pg
-    lock = subprocess.run(
-        [os.path.join(harness.PG_BIN, "psql"), "-X", "-q", "-h", pg.host, "-p", str(pg.port),
-         "-U", pg.user, "-d", db.name, "-c",
-         "BEGIN; LOCK TABLE run IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;"],
-        capture_output=True, text=True, timeout=60)
-    assert lock.returncode == 0, lock.stderr
+    lock_run_table(db, 3)
     for rid in sent:
         run = api.wait_terminal(rid, timeout=60)
         steps = [(s["step"], s["attempt"], s["result"]) for s in api.steps(rid)]
@@ -91,7 +93,7 @@ def test_answers_piled_up_behind_a_blocked_database_are_settled_a_bounded_batch_
 
 @pytest.mark.service_env(HOOKFLOW_WORKERS="1", HOOKFLOW_LEASE_MS="600", HOOKFLOW_POLL_MS="100",
                          HOOKFLOW_TEST_FAULT="settle_late")
-def test_claims_are_renewed_while_their_settlements_wait(service, api, webhook, db):
+def test_claims_are_renewed_while_their_settlements_wait(service, api, webhook):
     # HOOKFLOW_TEST_FAULT=settle_late holds every settlement 2 s after its
     # call ended, more than three leases of 600 ms, as a backlog of bounded
     # cycles can; the reaper looks every 100 ms. The worker keeps renewing
