@@ -80,6 +80,7 @@ static void read_job(const PGresult *r, int row, int col, struct claimed_job *j)
 #define JOB_READ(name, type) j->name = read_##type(r, row, col++);
 	JOB_COLUMNS(JOB_READ)
 #undef JOB_READ
+	j->payload_len = j->payload != NULL ? strlen(j->payload) : 0;
 }
 
 void db_claimed_job_cleanup(struct claimed_job *j)
@@ -169,6 +170,16 @@ bool settlements_take_upto(struct settlements *to, struct settlements *from, siz
 	memmove(from->v, from->v + n, (from->n - n) * sizeof *from->v);
 	from->n -= n;
 	return true;
+}
+
+int claim_batch_size(int room, int batch, size_t job_bytes, size_t max_bytes)
+{
+	int n = room < batch ? room : batch;
+	if (n <= 0)
+		return 0;
+	if (job_bytes > 0 && max_bytes / job_bytes < (size_t)n)
+		n = max_bytes / job_bytes > 0 ? (int)(max_bytes / job_bytes) : 1;
+	return n;
 }
 
 void settlements_clear(struct settlements *l)

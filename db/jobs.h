@@ -77,6 +77,7 @@ enum job_kind { JOB_STEP = 1, JOB_CALLBACK };
 /* One claimed job. Every string is owned (malloc'd) by the struct. */
 struct claimed_job {
 	JOB_COLUMNS(JOB_FIELD)
+	size_t payload_len; /* strlen(payload), 0 when it is NULL: set by the claim */
 };
 
 /* Frees what `j` owns and zeroes it. */
@@ -155,6 +156,11 @@ bool settlements_take(struct settlements *to, struct settlements *from);
  * of `to`'s items add up to at most `max_size`, and always one when `to` is
  * empty. False when out of memory (nothing moved). */
 bool settlements_take_upto(struct settlements *to, struct settlements *from, size_t max_size);
+
+/* How many jobs a claim asks for: `room`, at most `batch`, and at most as
+ * many as `max_bytes` holds at `job_bytes` each (an estimate of a job's
+ * size; 0: as many as `batch`), but at least one when room > 0. */
+int claim_batch_size(int room, int batch, size_t job_bytes, size_t max_bytes);
 
 /* Cleans up every item (the list stays allocated, empty). */
 void settlements_clear(struct settlements *l);

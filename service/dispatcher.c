@@ -54,6 +54,15 @@
 #include "service/webhook.h"
 
 #define CLAIM_BATCH 256
+/* The most payload bytes one claim takes, at the last claim's average job
+ * size (claim_batch_size): a claim's result and the jobs copied from it are
+ * all held until the I/O thread has built their requests; with 100 KB
+ * payloads a full batch made 50 MB of such transients at once, a fifth of
+ * hookflow's peak memory (BENCHMARKS.md). A worker's first claim, which
+ * knows no size yet, takes at most 32 jobs. A job's fields other than its
+ * payload are counted as CLAIM_JOB_OVERHEAD bytes. */
+#define CLAIM_BATCH_BYTES (8u << 20)
+#define CLAIM_JOB_OVERHEAD 1024u
 /* The most answer bytes one cycle settles (beyond one answer): a cycle's
  * statement carries its settlements' payloads, copied into the statement and
  * into libpq's buffer, which keeps the largest it sent; with 100 KB payloads
@@ -125,6 +134,7 @@ struct worker {
 	int64_t late_until;      /* HOOKFLOW_TEST_FAULT=settle_late: settlements held until then */
 	struct settlements work; /* settlements being committed */
 	struct claim_lane lane;  /* where the last claim stopped (fair share) */
+	size_t job_bytes;        /* a job's bytes, on average, in the last claim that took any */
 
 	/* the exchange, guarded by mu */
 	pthread_mutex_t mu;
@@ -204,6 +214,7 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 		pthread_condattr_destroy(&ca);
 		snprintf(w->owner, sizeof w->owner, "%s/%d", instance, i);
 		w->capacity = cfg->max_inflight / d->nworkers;
+		w->job_bytes = CLAIM_BATCH_BYTES / 32; /* the first claim: 32 jobs at most */
 		if (i < cfg->max_inflight % d->nworkers)
 			w->capacity++;
 	}
@@ -1156,7 +1167,7 @@ static bool cycle(struct worker *w, int room)
 			}
 		}
 	}
-	int want = room < CLAIM_BATCH ? room : CLAIM_BATCH;
+	int want = claim_batch_size(room, CLAIM_BATCH, w->job_bytes, CLAIM_BATCH_BYTES);
 	struct claimed_job *jobs = NULL;
 	int n = 0, lost = 0;
 	size_t nsettle = settling ? w->work.n : 0;
@@ -1200,6 +1211,12 @@ static bool cycle(struct worker *w, int room)
 	if (settling)
 		settlements_clear(&w->work);
 	note_lost(w, lost);
+	if (n > 0) {
+		size_t bytes = 0;
+		for (int i = 0; i < n; i++)
+			bytes += jobs[i].payload_len + CLAIM_JOB_OVERHEAD;
+		w->job_bytes = bytes / (size_t)n;
+	}
 	dispatch(w, jobs, n);
 	return want > 0 && n == want;
 }

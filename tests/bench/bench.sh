@@ -342,7 +342,7 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 			"$([[ "${BENCH_PAYLOAD_KIND:-}" = json ]] && echo "JSON records" || echo "incompressible")"
 		[[ -n "$pay_base" ]] && echo "base: $pay_base; this: $this_bin"
 		printf '%-5s %8s %14s %8s %10s %10s %10s %10s %8s   %s\n' build bytes transitions/s ratio \
-			hf_us pg_us wal_b db_b/step rss_mib 'all rounds: transitions/s'
+			hf_us pg_us wal_b db_b/step rss_mib 'all rounds: transitions/s; rss_mib'
 		for side in "${sides[@]}"; do
 			first=
 			for b in "${SWEEP_PAYLOAD[@]}"; do
@@ -352,12 +352,16 @@ if [[ "${BENCH_PAYLOAD:-}" = 1 ]]; then
 					for ((k = 1; k <= repeat; k++)); do vals+=("${R[${side}_${b}_${k}_$f]}"); done
 					cols+=("$(median "${vals[@]}")")
 				done
-				for ((k = 1; k <= repeat; k++)); do all+=("${R[${side}_${b}_${k}_steps_per_s]}"); done
+				rss=()
+				for ((k = 1; k <= repeat; k++)); do
+					all+=("${R[${side}_${b}_${k}_steps_per_s]}")
+					rss+=("${R[${side}_${b}_${k}_rss_mib]}")
+				done
 				first=${first:-${cols[0]}}
 				printf '%-5s %8s %14s %8s %10s %10s %10s %10s %8s   %s\n' \
 					"$([[ $side = pb ]] && echo base || echo this)" "$b" "${cols[0]}" \
 					"$(awk -v a="${cols[0]}" -v b="$first" 'BEGIN { printf "%.3fx", (b > 0 ? a / b : 0) }')" \
-					"${cols[@]:1}" "$(IFS=,; echo "${all[*]}")"
+					"${cols[@]:1}" "$(IFS=,; echo "${all[*]}"); $(IFS=,; echo "${rss[*]}")"
 			done
 		done
 	} | tee "$out/payload.txt"

@@ -109,3 +109,51 @@ def test_claims_are_renewed_while_their_settlements_wait(service, api, webhook):
         assert run["status"] == "succeeded", (rid, run, steps)
         assert [(s["attempt"], s["result"]) for s in steps] == [(1, "succeed")], (rid, steps)
         assert len(webhook.requests(run_id=rid)) == 1, rid
+
+
+# service/dispatcher.c's CLAIM_BATCH_BYTES and CLAIM_JOB_OVERHEAD: a claim
+# takes at most as many jobs as CLAIM_BATCH_BYTES holds at the average size
+# of the jobs of the worker's last claim (a job: its payload and
+# CLAIM_JOB_OVERHEAD); a worker's first claim takes at most 32.
+CLAIM_BATCH_BYTES = 8 << 20
+CLAIM_JOB_OVERHEAD = 1024
+
+
+@pytest.mark.service_env(HOOKFLOW_WORKERS="1")
+def test_a_claim_of_large_jobs_takes_a_bounded_batch(service, api, webhook, db):
+    # 100 runs with inputs of about 200 KB wait behind a paused workflow and
+    # are let go at once. One claim could take them all (20 MB, held twice
+    # until the calls start: the claim's result and the jobs copied from
+    # it); the worker claims 32 of them first, then as many as 8 MiB holds.
+    n = 100
+    sent = {"lg%03d" % i: {"m": "lg%03d" % i, "noise": secrets.token_hex(100_000)}
+            for i in range(n)}
+    got = {}
+
+    def handler(req):
+        got[req.run_id] = req.field("payload")
+        return succeed(None)
+
+    webhook.route("/steps", handler)
+    api.put_workflow("large", webhook.url(), timeout_ms=30000, max_attempts=1)
+    assert api.post("/v1/workflows/large/pause", {}).status == 200
+    for rid, payload in sent.items():
+        api.submit("large", run_id=rid, input=payload)
+    assert api.post("/v1/workflows/large/resume", {}).status == 200
+    for rid in sent:
+        run = api.wait_terminal(rid, timeout=60)
+        assert run["status"] == "succeeded", (rid, run, api.steps(rid))
+    assert got == sent
+    # The attempts of one claim share its lease's start (started_at).
+    # Every job is at least `job` bytes, so no claim after the first took
+    # more than CLAIM_BATCH_BYTES holds of those.
+    rows = db.sql("SELECT started_at, count(*), min(octet_length(r.input::text))"
+                  " FROM step_attempt a JOIN run r USING (run_id)"
+                  " GROUP BY started_at ORDER BY started_at")
+    assert sum(int(r[1]) for r in rows) == n, rows
+    job = min(int(r[2]) for r in rows) + CLAIM_JOB_OVERHEAD
+    assert int(rows[0][1]) <= 32, rows
+    for r in rows:
+        assert int(r[1]) <= CLAIM_BATCH_BYTES // job, rows
+    # The bound, not the number waiting, ended the later claims.
+    assert any(int(r[1]) > 32 for r in rows), rows

@@ -1,5 +1,6 @@
 /* test_settlements: the dispatcher's settlement lists (db/jobs.h), above all
- * settlements_take_upto, which bounds the answer bytes one cycle settles. */
+ * settlements_take_upto, which bounds the answer bytes one cycle settles, and
+ * claim_batch_size, which bounds the payload bytes one cycle claims. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,12 +101,37 @@ static void test_sizeless_items_and_no_limit(void **state)
 	settlements_cleanup(&from);
 }
 
+static void test_claim_batch_size(void **state)
+{
+	(void)state;
+	const size_t mib8 = 8u << 20;
+	/* No room, no claim; otherwise the room, at most the batch. */
+	assert_int_equal(claim_batch_size(0, 256, 1024, mib8), 0);
+	assert_int_equal(claim_batch_size(-3, 256, 1024, mib8), 0);
+	assert_int_equal(claim_batch_size(10, 256, 1024, mib8), 10);
+	assert_int_equal(claim_batch_size(1024, 256, 1024, mib8), 256);
+	/* Small jobs: the batch; a size not known: the batch. */
+	assert_int_equal(claim_batch_size(1024, 256, 1124, mib8), 256);
+	assert_int_equal(claim_batch_size(1024, 256, 0, mib8), 256);
+	/* 100 KB jobs: as many as 8 MiB holds (81). */
+	assert_int_equal(claim_batch_size(1024, 256, 102400 + 1024, mib8), 81);
+	assert_int_equal(claim_batch_size(1024, 256, 102400, mib8), 81);
+	assert_int_equal(claim_batch_size(50, 256, 102400, mib8), 50);
+	/* Exactly the bound: 256 jobs of 32 KiB. */
+	assert_int_equal(claim_batch_size(1024, 256, 32768, mib8), 256);
+	assert_int_equal(claim_batch_size(1024, 256, 32769, mib8), 255);
+	/* A job larger than the bound: one at a time, never none. */
+	assert_int_equal(claim_batch_size(1024, 256, mib8 * 3, mib8), 1);
+	assert_int_equal(claim_batch_size(1, 256, SIZE_MAX, mib8), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_takes_a_prefix_up_to_the_size),
 		cmocka_unit_test(test_one_item_goes_whatever_its_size),
 		cmocka_unit_test(test_sizeless_items_and_no_limit),
+		cmocka_unit_test(test_claim_batch_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
