@@ -25,6 +25,19 @@ static bool reserve(struct strbuf *b, size_t extra)
 	return true;
 }
 
+void strbuf_reserve(struct strbuf *b, size_t n)
+{
+	if (b->oom || b->len + n + 1 <= b->cap)
+		return;
+	char *p = realloc(b->data, b->len + n + 1);
+	if (p == NULL) {
+		b->oom = true;
+		return;
+	}
+	b->data = p;
+	b->cap = b->len + n + 1;
+}
+
 void strbuf_add(struct strbuf *b, const char *s, size_t n)
 {
 	if (!reserve(b, n))

@@ -12,6 +12,11 @@ struct strbuf {
 	bool oom; /* an allocation failed: contents are incomplete */
 };
 
+/* Makes room for `n` more bytes (and the NUL) in one allocation of exactly
+ * that size, unless there is room already: a text whose size is known is
+ * then built without growing. Sets b->oom when out of memory. */
+void strbuf_reserve(struct strbuf *b, size_t n);
+
 /* Appends `n` bytes of `s`. */
 void strbuf_add(struct strbuf *b, const char *s, size_t n);
 

@@ -196,7 +196,7 @@ static char *probe_body(struct cw *c, struct probe *p, int64_t now_ms)
 	char token[TOKEN_MAX] = "";
 	memo_stub_token(c->memo, p->run_id, 1, p->step, p->attempt,
 			(now_ms + c->timeout_ms) / 1000 + 3600, token);
-	char *body = stepreq_body(&j, c->memo_base, token);
+	char *body = stepreq_body(&j, c->memo_base, token, NULL);
 	if (body == NULL || !p->unknown_fields)
 		return body;
 	/* Fields a later hookflow might add: at the top and inside "memo". */

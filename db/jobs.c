@@ -55,8 +55,15 @@ static enum job_kind read_KIND(const PGresult *r, int row, int col)
 
 static char *read_STR(const PGresult *r, int row, int col)
 {
-	const char *s = db_str(r, row, col);
-	return s ? strdup(s) : NULL;
+	if (PQgetisnull(r, row, col))
+		return NULL;
+	size_t n = (size_t)PQgetlength(r, row, col);
+	char *s = malloc(n + 1);
+	if (s != NULL) {
+		memcpy(s, PQgetvalue(r, row, col), n);
+		s[n] = '\0';
+	}
+	return s;
 }
 
 static int read_INT(const PGresult *r, int row, int col)
@@ -74,13 +81,21 @@ static bool read_BOOL(const PGresult *r, int row, int col)
 	return strcmp(PQgetvalue(r, row, col), "t") == 0;
 }
 
+/* The index of each column among JOB_COLUMNS: JOB_COL_<name>. */
+enum {
+#define JOB_INDEX(name, type) JOB_COL_##name,
+	JOB_COLUMNS(JOB_INDEX)
+#undef JOB_INDEX
+};
+
 /* Reads the job of row `row`, whose columns start at `col`. */
 static void read_job(const PGresult *r, int row, int col, struct claimed_job *j)
 {
+	int payload_col = col + JOB_COL_payload;
 #define JOB_READ(name, type) j->name = read_##type(r, row, col++);
 	JOB_COLUMNS(JOB_READ)
 #undef JOB_READ
-	j->payload_len = j->payload != NULL ? strlen(j->payload) : 0;
+	j->payload_len = j->payload != NULL ? (size_t)PQgetlength(r, row, payload_col) : 0;
 }
 
 void db_claimed_job_cleanup(struct claimed_job *j)
@@ -416,6 +431,13 @@ enum err_code db_jobs_cycle(struct db_conn *c, const struct settlement *v, size_
 	*njobs = 0;
 	*lost = 0;
 	struct strbuf texts = {0};
+	/* The payload texts in one allocation: each is part of its answer. */
+	size_t answers = 0;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].kind == JOB_STEP && v[i].payload_text != NULL)
+			answers += v[i].size;
+	if (answers > 0)
+		strbuf_reserve(&texts, answers);
 	char *st = encode_items(v, n, JOB_STEP, &texts);
 	char *cb = encode_items(v, n, JOB_CALLBACK, NULL);
 	char *ln = encode_lane(lane);

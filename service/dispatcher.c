@@ -223,7 +223,7 @@ struct dispatcher *dispatcher_new(const struct config *cfg, const char *instance
 
 /* ---- building requests ------------------------------------------------- */
 
-static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
+static char *step_body(const struct dispatcher *d, const struct claimed_job *j, size_t *len)
 {
 	/* The delivery token lasts as long as the step may: its call's
 	 * deadline, plus the lease (a call a dead instance held is not
@@ -233,7 +233,7 @@ static char *step_body(const struct dispatcher *d, const struct claimed_job *j)
 	keyring_make(d->keyring, j->run_id, j->generation, j->step, j->attempt,
 		     (j->now_ms + j->timeout_ms + d->cfg->lease_ms + j->max_pending_ms) / 1000 + 1,
 		     token);
-	return stepreq_body(j, d->cfg->public_url, token);
+	return stepreq_body(j, d->cfg->public_url, token, len);
 }
 
 /* ---- settlements ------------------------------------------------------ */
@@ -259,10 +259,11 @@ static void settle_error(const struct claimed_job *j, const struct verdict *v, s
 							   j->attempt);
 }
 
-/* The settlement of a step call that ended with verdict `v` (its outcome's
- * JSON is shared, not taken). */
-static void step_settlement(const struct worker *w, const struct inflight *f,
-			    const struct verdict *v, long http_status, struct settlement *s)
+/* The settlement of a step call that ended with verdict `v`: it takes the
+ * outcome's payload and result texts (outcome_settlement) and shares its
+ * JSON. */
+static void step_settlement(const struct worker *w, const struct inflight *f, struct verdict *v,
+			    long http_status, struct settlement *s)
 {
 	const struct claimed_job *j = &f->job;
 	settle_base(j, http_status, s);
@@ -566,9 +567,12 @@ static void complete(struct worker *w, struct webhook_call *call, struct settlem
 	long status = r.transport_error ? 0 : r.status;
 	struct settlement st;
 	if (f->job.kind == JOB_STEP) {
+		/* The replay record first: the settlement takes the texts. */
+		json_t *replay = f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort
+					 ? outcome_to_json(&v.outcome)
+					 : NULL;
 		step_settlement(w, f, &v, status, &st);
-		if (f->job.replay && v.kind == VERDICT_OK && !f->cancel_abort)
-			st.replay_outcome = outcome_to_json(&v.outcome);
+		st.replay_outcome = replay;
 	} else {
 		callback_settlement(f, &v, status, &st);
 	}
@@ -617,14 +621,22 @@ static void drop_request_fields(struct claimed_job *j)
 static void start_call(struct worker *w, struct inflight *f, struct settlements *done)
 {
 	struct claimed_job *j = &f->job;
-	char *body =
-		j->kind == JOB_STEP ? step_body(w->d, j) : strdup(j->payload ? j->payload : "{}");
+	size_t body_len = 0;
+	char *body = NULL;
+	if (j->kind == JOB_STEP) {
+		body = step_body(w->d, j, &body_len);
+	} else {
+		body = j->payload;
+		body_len = j->payload_len;
+		j->payload = NULL;
+		if (body == NULL && (body = strdup("{}")) != NULL)
+			body_len = 2;
+	}
 	/* The body holds the payload now: the job's copy is not read again,
 	 * and with large payloads and many calls in flight it was a third of
 	 * the memory. */
 	free(j->payload);
 	j->payload = NULL;
-	size_t body_len = body ? strlen(body) : 0;
 	/* The body lives as long as the call: at its length, not the capacity
 	 * it was built with. */
 	char *fit = body ? realloc(body, body_len + 1) : NULL;
@@ -1075,6 +1087,18 @@ static bool holds_claims(const struct worker *w)
 	return w->outstanding > 0 || w->out.n > 0 || work_pending(w);
 }
 
+/* The jobs the worker may claim now: its capacity less the jobs it holds,
+ * calls in flight and ended calls whose settlements wait in the exchange
+ * (each holds its answer's payload until it is settled; counted only as
+ * calls, a backlog of settlements behind bounded cycles grew without
+ * bound). Settlements in the work list are settled by the next cycle before
+ * it claims: cycle() counts them when it cannot settle them. Called with
+ * w->mu held. */
+static int room_of(const struct worker *w)
+{
+	return w->capacity - w->outstanding - (int)w->out.n;
+}
+
 /* Stores the replay records of the pending settlements (those that carry
  * one), before the settlements they describe commit, so a crash in between
  * replays the answer instead of calling again. */
@@ -1145,6 +1169,8 @@ static bool cycle(struct worker *w, int room)
 			w->late_until = 0;
 		}
 	}
+	if (!settling)
+		room -= (int)w->work.n; /* they hold their jobs' room until settled */
 	if (!settling && room <= 0)
 		return false;
 	if (!ensure_db(w))
@@ -1241,7 +1267,7 @@ static void *db_main(void *arg)
 		for (;;) {
 			take_settlements(w);
 			bool stopping = w->stop;
-			int room = w->capacity - w->outstanding;
+			int room = room_of(w);
 			bool claimable = !stopping && !atomic_load(&w->d->refusing) &&
 					 w->want_claim && room > 0 &&
 					 (w->db != NULL || now >= w->db_retry_at);
@@ -1277,7 +1303,7 @@ static void *db_main(void *arg)
 		bool stopping = w->stop;
 		bool io_done = w->io_done;
 		bool any_outstanding = holds_claims(w);
-		int room = w->capacity - w->outstanding;
+		int room = room_of(w);
 		if (now >= w->next_poll) {
 			w->next_poll = now + cfg->poll_ms;
 			w->want_claim = !stopping;

@@ -4,9 +4,30 @@
 #include "base/strbuf.h"
 #include "base/timefmt.h"
 
-char *stepreq_body(const struct claimed_job *j, const char *public_url, const char *token)
+#include <string.h>
+
+/* The length of JSON text `s`, "null" when NULL. */
+static size_t text_len(const char *s)
+{
+	return s != NULL ? strlen(s) : 4;
+}
+
+char *stepreq_body(const struct claimed_job *j, const char *public_url, const char *token,
+		   size_t *len)
 {
 	struct strbuf b = {0};
+	size_t payload_len = j->payload == NULL   ? 4
+			     : j->payload_len > 0 ? j->payload_len
+						  : strlen(j->payload);
+	/* Room for it all at once: the JSON texts as they are, the strings
+	 * (the run id twice, in the memo's URL too) at most six bytes a byte
+	 * escaped, and 512 bytes of names, numbers and the deadline. */
+	size_t strings = 2 * strlen(j->run_id) + strlen(j->workflow) +
+			 text_len(j->concurrency_key) + text_len(j->group_id) +
+			 text_len(j->group_key) + strlen(public_url) + strlen(token) + 16;
+	strbuf_reserve(&b, payload_len + text_len(j->headers) + text_len(j->signal) +
+				   text_len(j->children) + text_len(j->last_heartbeat) +
+				   6 * strings + 512);
 	char deadline[TIMEFMT_RFC3339_LEN + 1];
 	timefmt_rfc3339(j->now_ms + j->timeout_ms, deadline);
 
@@ -17,7 +38,7 @@ char *stepreq_body(const struct claimed_job *j, const char *public_url, const ch
 	strbuf_printf(&b, ",\"step\":%d,\"attempt\":%d,\"max_attempts\":%d,\"generation\":%d",
 		      j->step, j->attempt, j->max_attempts, j->generation);
 	strbuf_puts(&b, ",\"payload\":");
-	strbuf_puts(&b, j->payload ? j->payload : "null");
+	strbuf_add(&b, j->payload ? j->payload : "null", payload_len);
 	strbuf_puts(&b, ",\"headers\":");
 	strbuf_puts(&b, j->headers ? j->headers : "{}");
 	strbuf_puts(&b, ",\"concurrency_key\":");
@@ -59,5 +80,7 @@ char *stepreq_body(const struct claimed_job *j, const char *public_url, const ch
 		strbuf_cleanup(&b);
 		return NULL;
 	}
+	if (len != NULL)
+		*len = b.len;
 	return strbuf_take(&b);
 }

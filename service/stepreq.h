@@ -12,7 +12,10 @@
  * and group_id/group_key), with "deadline" at j->now_ms + j->timeout_ms and
  * "memo" {"url": "<public_url>/v1/runs/<run_id>", "token": `token`} (both
  * borrowed). Returns malloc'd NUL-terminated text, or NULL when out of
- * memory. */
-char *stepreq_body(const struct claimed_job *j, const char *public_url, const char *token);
+ * memory; its length in *len when len is not NULL. The body is built in one
+ * allocation when j->payload_len is the payload's length (0 for a job built
+ * by hand: then it is measured). */
+char *stepreq_body(const struct claimed_job *j, const char *public_url, const char *token,
+		   size_t *len);
 
 #endif

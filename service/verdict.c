@@ -608,15 +608,15 @@ static int64_t capped(int64_t v, int64_t cap)
 	return v < cap ? v : cap;
 }
 
-bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct settlement *s)
+bool outcome_settlement(struct outcome *o, int64_t max_pending_ms, struct settlement *s)
 {
 	bool ok = true;
 	switch (o->kind) {
 	case OUTCOME_CONTINUE:
 		s->result = SETTLE_CONTINUE;
 		if (o->payload_text != NULL) {
-			s->payload_text = strdup(o->payload_text);
-			ok = s->payload_text != NULL;
+			s->payload_text = o->payload_text;
+			o->payload_text = NULL;
 		} else {
 			s->payload = json_incref(o->payload ? o->payload : json_null());
 		}
@@ -637,8 +637,8 @@ bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct 
 	case OUTCOME_SUCCEED:
 		s->result = SETTLE_SUCCEED;
 		if (o->result_text != NULL) {
-			s->value_text = strdup(o->result_text);
-			ok = s->value_text != NULL;
+			s->value_text = o->result_text;
+			o->result_text = NULL;
 		} else {
 			s->value = json_incref(o->result ? o->result : json_null());
 		}

@@ -82,12 +82,14 @@ enum err_code outcome_from_json(const json_t *obj, struct outcome *out, struct e
  * NULL for a pending outcome (never replayed) or when out of memory. */
 json_t *outcome_to_json(const struct outcome *o);
 
-/* Fills the outcome's part of step settlement `s` from `o` (borrowed; `s`
- * takes its own references and copies): result, payload, delay_ms or
- * run_at_ms, wait, value, reason, kv, and for a pending outcome its
- * timeouts, each capped at `max_pending_ms` (the timeout defaulting to it).
+/* Fills the outcome's part of step settlement `s` from `o`: result,
+ * payload, delay_ms or run_at_ms, wait, value, reason, kv, and for a pending
+ * outcome its timeouts, each capped at `max_pending_ms` (the timeout
+ * defaulting to it). `s` takes o's payload and result texts (o is left with
+ * NULL in their place: with large payloads, a copy of each was a tenth of
+ * the dispatcher's copying) and its own references and copies of the rest.
  * False when out of memory (what was set stays for settlement_cleanup). */
-bool outcome_settlement(const struct outcome *o, int64_t max_pending_ms, struct settlement *s);
+bool outcome_settlement(struct outcome *o, int64_t max_pending_ms, struct settlement *s);
 
 #define VERDICT_MAX_HEADERS 64
 #define VERDICT_MAX_HEADER_NAME 256

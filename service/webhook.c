@@ -654,10 +654,68 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* Frees the request's body once the answer has begun and the whole body went
+ * out: libcurl does not read it again then (it follows no redirect, does no
+ * authentication, sends no Expect: 100-continue, and sends a request again
+ * only on a reused connection that closed before any byte of an answer). A
+ * call that is receiving a large answer then does not hold its request as
+ * well: with 1,024 calls of 100 KB in flight, that was the larger part of
+ * hookflow's peak of memory (BENCHMARKS.md). */
+static void release_body(struct webhook_call *call)
+{
+	curl_off_t sent = 0;
+	if (call->body != NULL &&
+	    curl_easy_getinfo(call->easy, CURLINFO_SIZE_UPLOAD_T, &sent) == CURLE_OK &&
+	    sent == (curl_off_t)call->body_len) {
+		free(call->body);
+		call->body = NULL;
+	}
+}
+
+/* Makes room for an answer of `len` bytes at once, from its Content-Length
+ * (at most the largest answer taken; a server that sends less or more is
+ * read as before). */
+static void presize_answer(struct webhook_call *call, const char *v, size_t vl)
+{
+	char num[24];
+	if (vl == 0 || vl >= sizeof num)
+		return;
+	memcpy(num, v, vl);
+	num[vl] = '\0';
+	char *end = NULL;
+	long long len = strtoll(num, &end, 10);
+	if (end == num || *end != '\0' || len <= 0 || len > call->wc->max_response ||
+	    (size_t)len + 1 <= call->resp_cap)
+		return;
+	char *p = realloc(call->resp, (size_t)len + 1);
+	if (p == NULL)
+		return; /* on_body grows it as it comes */
+	call->resp = p;
+	call->resp_cap = (size_t)len + 1;
+}
+
+/* A header's value: `buf` (n bytes) without the name of `name_len` bytes,
+ * spaces and the line's end. */
+static const char *header_value(const char *buf, size_t n, size_t name_len, size_t *vl)
+{
+	const char *v = buf + name_len;
+	size_t l = n - name_len;
+	while (l > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		l--;
+	}
+	while (l > 0 && (v[l - 1] == '\r' || v[l - 1] == '\n' || v[l - 1] == ' '))
+		l--;
+	*vl = l;
+	return v;
+}
+
 static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 {
 	struct webhook_call *call = userdata;
 	size_t n = size * nitems;
+	if (call->header_bytes == 0)
+		release_body(call);
 	call->header_bytes += n;
 	if (call->header_bytes > WEBHOOK_MAX_HEADER_BYTES) {
 		call->header_too_large = true;
@@ -669,15 +727,14 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *userdata)
 		call->retry_after = NULL;
 	}
 	static const char name[] = "retry-after:";
+	static const char length[] = "content-length:";
+	size_t vl = 0;
+	if (n > sizeof length - 1 && strncasecmp(buf, length, sizeof length - 1) == 0) {
+		const char *v = header_value(buf, n, sizeof length - 1, &vl);
+		presize_answer(call, v, vl);
+	}
 	if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-		const char *v = buf + sizeof name - 1;
-		size_t vl = n - (sizeof name - 1);
-		while (vl > 0 && (*v == ' ' || *v == '\t')) {
-			v++;
-			vl--;
-		}
-		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-			vl--;
+		const char *v = header_value(buf, n, sizeof name - 1, &vl);
 		if (vl < 128) { /* longer is no date or number of seconds */
 			free(call->retry_after);
 			call->retry_after = strndup(v, vl);

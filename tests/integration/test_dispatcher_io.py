@@ -157,3 +157,27 @@ def test_a_claim_of_large_jobs_takes_a_bounded_batch(service, api, webhook, db):
         assert int(r[1]) <= CLAIM_BATCH_BYTES // job, rows
     # The bound, not the number waiting, ended the later claims.
     assert any(int(r[1]) > 32 for r in rows), rows
+
+
+@pytest.mark.service_env(HOOKFLOW_WORKERS="1", HOOKFLOW_MAX_INFLIGHT="4",
+                         HOOKFLOW_TEST_FAULT="settle_late")
+def test_jobs_whose_settlements_wait_hold_their_room(service, api, webhook, db):
+    # HOOKFLOW_TEST_FAULT=settle_late holds every settlement 2 s after its
+    # call ended, as a backlog of bounded cycles can. A job holds its room
+    # among HOOKFLOW_MAX_INFLIGHT until it is settled, not only while its
+    # call is in flight (each waiting settlement holds its answer's payload):
+    # counted as calls only, the worker claimed and called all 12 runs while
+    # the first 4 settlements waited.
+    webhook.route("/steps", StepScript({0: Reply(200, {"outcome": "succeed", "result": 1})}))
+    api.put_workflow("held", webhook.url(), max_attempts=1)
+    rids = [api.submit("held", run_id="held%02d" % i)["run_id"] for i in range(12)]
+    for rid in rids:
+        run = api.wait_terminal(rid, timeout=60)
+        assert run["status"] == "succeeded", (rid, run, api.steps(rid))
+    # An attempt holds its room from its lease (started_at) to its settling
+    # transaction (finished_at): at no lease were more than 4 held.
+    rows = db.sql("SELECT a.run_id, (SELECT count(*) FROM step_attempt b"
+                  " WHERE b.started_at <= a.started_at AND b.finished_at > a.started_at)"
+                  " FROM step_attempt a ORDER BY a.started_at")
+    assert len(rows) == 12, rows
+    assert max(int(r[1]) for r in rows) <= 4, rows

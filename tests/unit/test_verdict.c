@@ -1075,6 +1075,38 @@ static void test_run_at_outcome(void **state)
 	outcome_cleanup(&o);
 }
 
+/* A settlement takes the payload's and the result's text from the outcome
+ * (they are kept as text when the answer is checked), not a copy. */
+static void test_settlement_takes_the_texts(void **state)
+{
+	(void)state;
+	struct outcome o;
+	struct err e = {0};
+	const char *b = "{\"outcome\":\"continue\",\"payload\":{\"big\":[1,2,3]}}";
+	assert_int_equal(outcome_parse(b, strlen(b), &o, &e), ERR_OK);
+	assert_non_null(o.payload_text);
+	const char *text = o.payload_text;
+	struct settlement s = {0};
+	assert_true(outcome_settlement(&o, 1000, &s));
+	assert_int_equal(s.result, SETTLE_CONTINUE);
+	assert_ptr_equal(s.payload_text, text);
+	assert_string_equal(s.payload_text, "{\"big\":[1,2,3]}");
+	assert_null(o.payload_text);
+	settlement_cleanup(&s);
+	outcome_cleanup(&o);
+
+	b = "{\"outcome\":\"succeed\",\"result\":\"done\"}";
+	assert_int_equal(outcome_parse(b, strlen(b), &o, &e), ERR_OK);
+	assert_non_null(o.result_text);
+	text = o.result_text;
+	assert_true(outcome_settlement(&o, 1000, &s));
+	assert_int_equal(s.result, SETTLE_SUCCEED);
+	assert_ptr_equal(s.value_text, text);
+	assert_null(o.result_text);
+	settlement_cleanup(&s);
+	outcome_cleanup(&o);
+}
+
 static void test_outcome_from_json_rejects_non_object(void **state)
 {
 	json_t *arr = json_array();
@@ -1130,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_outcome_from_json_rejects_non_object),
 		cmocka_unit_test(test_pending_outcome_and_its_caps),
 		cmocka_unit_test(test_run_at_outcome),
+		cmocka_unit_test(test_settlement_takes_the_texts),
 		cmocka_unit_test(test_parsed_outcome_outlives_its_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
