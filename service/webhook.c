@@ -672,9 +672,13 @@ static void release_body(struct webhook_call *call)
 	}
 }
 
+/* The most an answer's buffer is sized to from its Content-Length alone: a
+ * server that announces more than it sends holds no more than this. */
+#define PRESIZE_MAX (256 * 1024)
+
 /* Makes room for an answer of `len` bytes at once, from its Content-Length
- * (at most the largest answer taken; a server that sends less or more is
- * read as before). */
+ * (at most PRESIZE_MAX; a server that sends less or more is read as
+ * before). */
 static void presize_answer(struct webhook_call *call, const char *v, size_t vl)
 {
 	char num[24];
@@ -684,8 +688,11 @@ static void presize_answer(struct webhook_call *call, const char *v, size_t vl)
 	num[vl] = '\0';
 	char *end = NULL;
 	long long len = strtoll(num, &end, 10);
-	if (end == num || *end != '\0' || len <= 0 || len > call->wc->max_response ||
-	    (size_t)len + 1 <= call->resp_cap)
+	if (end == num || *end != '\0' || len <= 0 || len > call->wc->max_response)
+		return;
+	if (len > PRESIZE_MAX)
+		len = PRESIZE_MAX;
+	if ((size_t)len + 1 <= call->resp_cap)
 		return;
 	char *p = realloc(call->resp, (size_t)len + 1);
 	if (p == NULL)
