@@ -6,15 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool reserve(struct strbuf *b, size_t extra)
+/* Reallocates the buffer to `cap` bytes; false (and oom set) when out of
+ * memory. */
+static bool resize(struct strbuf *b, size_t cap)
 {
-	if (b->oom)
-		return false;
-	if (b->len + extra + 1 <= b->cap)
-		return true;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
 	char *p = realloc(b->data, cap);
 	if (p == NULL) {
 		b->oom = true;
@@ -25,17 +20,22 @@ static bool reserve(struct strbuf *b, size_t extra)
 	return true;
 }
 
+static bool reserve(struct strbuf *b, size_t extra)
+{
+	if (b->oom)
+		return false;
+	if (b->len + extra + 1 <= b->cap)
+		return true;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	return resize(b, cap);
+}
+
 void strbuf_reserve(struct strbuf *b, size_t n)
 {
-	if (b->oom || b->len + n + 1 <= b->cap)
-		return;
-	char *p = realloc(b->data, b->len + n + 1);
-	if (p == NULL) {
-		b->oom = true;
-		return;
-	}
-	b->data = p;
-	b->cap = b->len + n + 1;
+	if (!b->oom && b->len + n + 1 > b->cap)
+		resize(b, b->len + n + 1);
 }
 
 void strbuf_add(struct strbuf *b, const char *s, size_t n)
