@@ -13,8 +13,11 @@
 #      and 70% of the higher figures was more than the service sustains once
 #      its tables hold a minute of runs (BENCHMARKS.md, "The soak's rate");
 #   2. on a fresh database, starts hookflow with HOOKFLOW_RETENTION_MS set
-#      (SOAK_RETENTION_MS, 60 s: terminated runs are deleted, with their
-#      history, that long after they end, so old runs go as new ones come);
+#      (SOAK_RETENTION_MS, 10 s: terminated runs are deleted, with their
+#      history, that long after they end, so old runs go as new ones come,
+#      from the first minute on: with 60 s, until 2026-12-08, the first
+#      minute, the one the last is compared with, deleted nothing and every
+#      later one did, BENCHMARKS.md "the soak's ten-second beat");
 #   3. submits runs open loop at SOAK_SHARE (70) % of the peak for SOAK_SECONDS
 #      (`loadgen rate`: run i is due at start + i / rate whatever the service's
 #      pace; its latency runs from then to its finished_at in the database);
@@ -50,7 +53,7 @@
 #   SOAK_SHARE=70           % of the measured peak
 #   SOAK_STEPS=10           steps per run
 #   SOAK_PEAK_RUNS=60000    runs of the peak measurement
-#   SOAK_RETENTION_MS=60000 HOOKFLOW_RETENTION_MS of the soaked instance
+#   SOAK_RETENTION_MS=10000 HOOKFLOW_RETENTION_MS of the soaked instance
 #   SOAK_INTERVAL=10        seconds between samples
 #   SOAK_CONNS=64           most keep-alive connections the load generator opens
 #   SOAK_DRAIN=120          seconds to wait for the last runs after SOAK_SECONDS
@@ -69,7 +72,7 @@ soak_s=${SOAK_SECONDS:-600}
 share=${SOAK_SHARE:-70}
 steps=${SOAK_STEPS:-10}
 peak_runs=${SOAK_PEAK_RUNS:-60000}
-retention_ms=${SOAK_RETENTION_MS:-60000}
+retention_ms=${SOAK_RETENTION_MS:-10000}
 interval=${SOAK_INTERVAL:-10}
 conns=${SOAK_CONNS:-64}
 drain=${SOAK_DRAIN:-120}
